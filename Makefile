@@ -1,0 +1,42 @@
+# The two commands of the README: `make run` and `make test`. Everything builds with CMake into build/.
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: all deps build run test test-sanitize bench clean format install
+
+all: build
+
+deps:
+	@scripts/install-deps.sh build
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@scripts/run-demo.sh $(BUILD)/payd
+
+test:
+	@scripts/install-deps.sh test
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j 2
+
+# The same suite under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it after `make test`).
+test-sanitize:
+	@$(MAKE) --no-print-directory test BUILD=build-sanitize \
+	    CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DPAYD_SANITIZE=ON"
+
+bench: build
+	@scripts/install-deps.sh bench
+	@bench/run.sh
+
+install: build
+	@cmake --install $(BUILD)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	@rm -rf build build-sanitize

@@ -1,0 +1,42 @@
+/* Operations (§12): health, readiness, metrics, the OpenAPI document. No auth, no rate limit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "server/app.h"
+#include "server/metrics.h"
+#include "store/store.h"
+
+extern const char payd_openapi_json[];
+
+void ops_healthz(request *req)
+{
+    reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void ops_readyz(request *req)
+{
+    db_conn *db = store_reader(req->app->store);
+    db_stmt *st = db ? db_query(db, "SELECT 1", "") : NULL;
+    bool ok = st && db_step(st) == DB_ROW;
+    db_done(st);
+    if (ok && !atomic_load(&req->app->shutting_down)) {
+        reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
+    } else {
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ok ? ERR_SHUTTING_DOWN : ERR_NOT_READY, "not ready to serve");
+    }
+}
+
+void ops_metrics(request *req)
+{
+    char *text = metrics_render(req->app->metrics, req->app);
+    reply_raw(req, 200, text, strlen(text));
+    free(text);
+    reply_header(req, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void ops_openapi(request *req)
+{
+    reply_raw(req, 200, payd_openapi_json, strlen(payd_openapi_json));
+}

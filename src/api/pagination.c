@@ -1,0 +1,263 @@
+#include "api/pagination.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/common.h"
+#include "core/cursor.h"
+#include "core/timefmt.h"
+
+#define DEFAULT_LIMIT 20
+#define MAX_LIMIT     100
+
+static bool parse_limit_or_reply(request *req, int *out)
+{
+    const char *s = request_query(req, "limit");
+    *out = DEFAULT_LIMIT;
+    if (!s)
+        return true;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > MAX_LIMIT) {
+        reply_invalid_param(req, ERR_INVALID_LIMIT, "limit",
+                            "limit must be an integer from 1 to 100");
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_time_or_reply(request *req, const char *name, int64_t *out, const char **text)
+{
+    const char *s = request_query(req, name);
+    *out = 0;
+    *text = s;
+    if (!s)
+        return true;
+    if (parse_rfc3339(s, out) != 0) {
+        char detail[120];
+        snprintf(detail, sizeof detail, "%s must be an RFC 3339 time", name);
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
+        return false;
+    }
+    return true;
+}
+
+bool list_filters_or_reply(request *req, const list_query *q, list_filters *f)
+{
+    memset(f, 0, sizeof *f);
+    f->status = q->status_column ? request_query(req, "status") : NULL;
+    if (f->status) {
+        bool known = false;
+        for (const char *const *s = q->statuses; *s && !known; s++)
+            known = !strcmp(*s, f->status);
+        if (!known) {
+            reply_invalid_param(req, ERR_INVALID_PARAMETER, "status", "unknown status filter");
+            return false;
+        }
+    }
+    if (q->time_column &&
+        (!parse_time_or_reply(req, "created_gte", &f->created_gte, &f->created_gte_text) ||
+         !parse_time_or_reply(req, "created_lt", &f->created_lt, &f->created_lt_text)))
+        return false;
+    return true;
+}
+
+/* Appends the filter conditions and their parameters. */
+static void add_filters(char *sql, size_t cap, db_value *params, int *n, const list_query *q,
+                        const list_filters *f)
+{
+    size_t len = strlen(sql);
+    if (f->status) {
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->status_column, *n + 1);
+        params[(*n)++] = (db_value){.type = 's', .s = f->status};
+    }
+    if (f->created_gte_text) {
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s >= $%d", q->time_column, *n + 1);
+        params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte};
+    }
+    if (f->created_lt_text) {
+        snprintf(sql + len, cap - len, " AND %s < $%d", q->time_column, *n + 1);
+        params[(*n)++] = (db_value){.type = 'i', .i = f->created_lt};
+    }
+}
+
+static void scope_of(request *req, const list_query *q, const char *parent, const list_filters *f,
+                     uint8_t out[16])
+{
+    char user[24];
+    snprintf(user, sizeof user, "%llu", (unsigned long long)req->user.id);
+    const char *parts[] = {q->name,
+                           parent,
+                           user,
+                           f->status ? f->status : "",
+                           f->created_gte_text ? f->created_gte_text : "",
+                           f->created_lt_text ? f->created_lt_text : ""};
+    cursor_scope(parts, sizeof parts / sizeof parts[0], out);
+}
+
+static json_t *cursor_json(request *req, uint8_t direction, int64_t created_at, uint64_t id,
+                           const uint8_t scope[16])
+{
+    page_cursor c = {.direction = direction, .created_at = created_at, .id = id};
+    memcpy(c.scope, scope, 16);
+    char s[CURSOR_STR_MAX];
+    if (cursor_encode(req->app->cursor_key, sizeof req->app->cursor_key, &c, s) != 0)
+        return json_null();
+    return json_string(s);
+}
+
+/* The query string for Link: the same filters and limit, with another cursor. */
+static void link_header(request *req, const list_filters *f, int limit, json_t *next, json_t *prev)
+{
+    char link[1024] = "";
+    size_t len = 0;
+    json_t *cursors[2] = {next, prev};
+    const char *rels[2] = {"next", "prev"};
+    for (int i = 0; i < 2; i++) {
+        if (!json_is_string(cursors[i]))
+            continue;
+        len += (size_t)snprintf(link + len, sizeof link - len, "%s<%s?limit=%d&cursor=%s",
+                                len ? ", " : "", req->path, limit, json_string_value(cursors[i]));
+        if (f->status)
+            len += (size_t)snprintf(link + len, sizeof link - len, "&status=%s", f->status);
+        if (f->created_gte_text)
+            len += (size_t)snprintf(link + len, sizeof link - len, "&created_gte=%s",
+                                    f->created_gte_text);
+        if (f->created_lt_text)
+            len += (size_t)snprintf(link + len, sizeof link - len, "&created_lt=%s",
+                                    f->created_lt_text);
+        len += (size_t)snprintf(link + len, sizeof link - len, ">; rel=\"%s\"", rels[i]);
+    }
+    if (len && len < sizeof link)
+        reply_header(req, "Link", link);
+}
+
+void list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
+{
+    int limit;
+    list_filters f;
+    if (!parse_limit_or_reply(req, &limit) || !list_filters_or_reply(req, q, &f))
+        return;
+    char parent[24];
+    snprintf(parent, sizeof parent, "%llu", (unsigned long long)parent_id);
+    uint8_t scope[16];
+    scope_of(req, q, parent_label ? parent_label : parent, &f, scope);
+
+    page_cursor at = {0};
+    const char *cursor = request_query(req, "cursor");
+    if (cursor) {
+        if (cursor_decode(req->app->cursor_key, sizeof req->app->cursor_key, cursor, &at) != 0) {
+            reply_invalid_param(req, ERR_INVALID_CURSOR, "cursor", "the cursor is not valid");
+            return;
+        }
+        if (memcmp(at.scope, scope, 16) != 0) {
+            reply_invalid_param(req, ERR_CURSOR_MISMATCH, "cursor",
+                                "the cursor belongs to another list, parent, user or filters");
+            return;
+        }
+    }
+    bool backwards = cursor && at.direction == CURSOR_PREV;
+    const char *created = q->created_column ? q->created_column : "created_at";
+    const char *idcol = q->id_column ? q->id_column : "id";
+
+    char sql[1024];
+    db_value params[12];
+    int n = 0;
+    snprintf(sql, sizeof sql, "%s WHERE %s = $1", q->select, q->parent_column);
+    params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
+    add_filters(sql, sizeof sql, params, &n, q, &f);
+    size_t len = strlen(sql);
+    if (cursor) {
+        len += (size_t)snprintf(sql + len, sizeof sql - len, " AND (%s, %s) %s ($%d, $%d)", created,
+                                idcol, backwards ? ">" : "<", n + 1, n + 2);
+        params[n++] = (db_value){.type = 'i', .i = at.created_at};
+        params[n++] = (db_value){.type = 'i', .i = (int64_t)at.id};
+    }
+    snprintf(sql + len, sizeof sql - len, " ORDER BY %s %s, %s %s LIMIT $%d", created,
+             backwards ? "ASC" : "DESC", idcol, backwards ? "ASC" : "DESC", n + 1);
+    params[n++] = (db_value){.type = 'i', .i = limit + 1};
+
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return;
+    db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
+    json_t *data = json_array();
+    int64_t first_created = 0, last_created = 0;
+    uint64_t first_id = 0, last_id = 0;
+    int rows = 0;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW) {
+        if (rows == limit) {
+            rows++; /* the n+1th row only tells that more exist */
+            break;
+        }
+        int64_t c = db_int(st, q->created_index);
+        uint64_t id = (uint64_t)db_int(st, q->id_index);
+        if (rows == 0) {
+            first_created = c;
+            first_id = id;
+        }
+        last_created = c;
+        last_id = id;
+        json_array_append_new(data, q->to_json(st));
+        rows++;
+    }
+    db_done(st);
+    if (rc == DB_ERROR) {
+        json_decref(data);
+        reply_error(req, ERR_INTERNAL, "the list could not be read");
+        return;
+    }
+    bool has_more = rows > limit;
+    size_t count = json_array_size(data);
+    if (backwards) {
+        /* read oldest-first to stay next to the cursor; served newest-first like every page */
+        for (size_t i = 0; i < count / 2; i++) {
+            json_t *a = json_incref(json_array_get(data, i));
+            json_array_set(data, i, json_array_get(data, count - 1 - i));
+            json_array_set_new(data, count - 1 - i, a);
+        }
+        int64_t tc = first_created;
+        uint64_t ti = first_id;
+        first_created = last_created;
+        first_id = last_id;
+        last_created = tc;
+        last_id = ti;
+    }
+    /* forward: next exists when more rows follow; backwards: the page we came from follows */
+    json_t *next = count && (backwards || has_more)
+                       ? cursor_json(req, CURSOR_NEXT, last_created, last_id, scope)
+                       : json_null();
+    json_t *prev = count && cursor ? cursor_json(req, CURSOR_PREV, first_created, first_id, scope)
+                                   : json_null();
+    link_header(req, &f, limit, next, prev);
+    reply_json(req, 200,
+               json_pack("{s:s, s:o, s:b, s:o, s:o}", "object", "list", "data", data, "has_more",
+                         has_more, "next_cursor", next, "prev_cursor", prev));
+}
+
+void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)
+{
+    list_filters f;
+    if (!list_filters_or_reply(req, q, &f))
+        return;
+    char sql[512];
+    db_value params[4];
+    int n = 0;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %s = $1", from, q->parent_column);
+    params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
+    add_filters(sql, sizeof sql, params, &n, q, &f);
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return;
+    db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
+    if (db_step(st) == DB_ROW)
+        reply_json(req, 200,
+                   json_pack("{s:s, s:I}", "object", "count", "count", (json_int_t)db_int(st, 0)));
+    else
+        reply_error(req, ERR_INTERNAL, "the count could not be read");
+    db_done(st);
+}

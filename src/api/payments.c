@@ -1,0 +1,314 @@
+/* Payments (§5). The handler reads as the exactly-once code it may assume: the idempotency
+ * engine has claimed the key, so this runs once per claim; the processor deduplicates on the
+ * claim's processor key, so calling it again after a lost answer charges at most once; and the
+ * payment, the account credit, the order update and the key's stored answer commit together. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/common.h"
+#include "api/handlers.h"
+#include "api/pagination.h"
+#include "core/timefmt.h"
+#include "idem/idem.h"
+#include "processor/processor.h"
+#include "server/fault.h"
+
+#define PAYMENT_COLUMNS                                                                            \
+    "id, account_id, amount, currency, status, source, order_id, description, metadata, "          \
+    "refunded_amount, processor_charge_id, created_at"
+
+json_t *payment_json(db_stmt *st)
+{
+    const char *metadata = db_text(st, 8);
+    json_t *meta = metadata ? json_loads(metadata, 0, NULL) : NULL;
+    return json_pack(
+        "{s:o, s:s, s:o, s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "id",
+        json_id("pay", (uint64_t)db_int(st, 0)), "object", "payment", "account_id",
+        json_id("acct", (uint64_t)db_int(st, 1)), "amount", (json_int_t)db_int(st, 2), "currency",
+        db_text(st, 3), "status", db_text(st, 4), "source", db_text(st, 5), "order_id",
+        db_is_null(st, 6) ? json_null() : json_id("ord", (uint64_t)db_int(st, 6)), "description",
+        json_string_or_null(db_text(st, 7)), "metadata", meta ? meta : json_object(),
+        "refunded_amount", (json_int_t)db_int(st, 9), "processor_charge_id",
+        json_string_or_null(db_text(st, 10)), "created_at", json_time(db_int(st, 11)));
+}
+
+typedef struct payment {
+    request *req;
+    uint64_t id, account_id, order_id; /* order_id 0: none */
+    int64_t amount, created_at;
+    char currency[4];
+    const char *source, *description;
+    char *metadata; /* canonical JSON or NULL */
+    proc_result charge;
+} payment;
+
+static json_t *new_payment_json(const payment *p, const char *status)
+{
+    json_t *meta = p->metadata ? json_loads(p->metadata, 0, NULL) : json_object();
+    return json_pack("{s:o, s:s, s:o, s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:i, s:s, s:o}", "id",
+                     json_id("pay", p->id), "object", "payment", "account_id",
+                     json_id("acct", p->account_id), "amount", (json_int_t)p->amount, "currency",
+                     p->currency, "status", status, "source", p->source, "order_id",
+                     p->order_id ? json_id("ord", p->order_id) : json_null(), "description",
+                     json_string_or_null(p->description), "metadata", meta, "refunded_amount", 0,
+                     "processor_charge_id", p->charge.id, "created_at", json_time(p->created_at));
+}
+
+/* The order rows of the §5 table, read before the processor is called. */
+static bool order_payable_or_reply(request *req, db_conn *db, payment *p)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT amount, currency, status, payment_id FROM orders "
+                           "WHERE id = $1 AND user_id = $2",
+                           "ii", (int64_t)p->order_id, (int64_t)req->user.id);
+    bool ok = false;
+    if (db_step(st) != DB_ROW) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such order");
+    } else if (db_int(st, 0) != p->amount || strcmp(db_text(st, 1), p->currency) != 0) {
+        reply_error(req, ERR_ORDER_MISMATCH, "amount and currency must equal the order's");
+    } else if (!db_is_null(st, 3)) {
+        reply_error_extra(
+            req, ERR_DUPLICATE_PAYMENT, "the order is already paid",
+            json_pack("{s:o}", "existing_payment_id", json_id("pay", (uint64_t)db_int(st, 3))));
+    } else if (strcmp(db_text(st, 2), "created") != 0) {
+        reply_error_extra(req, ERR_ORDER_NOT_PAYABLE, "the order cannot be paid in its status",
+                          json_pack("{s:s}", "current_status", db_text(st, 2)));
+    } else {
+        ok = true;
+    }
+    db_done(st);
+    return ok;
+}
+
+static int record_payment(db_conn *db, void *arg)
+{
+    payment *p = arg;
+    request *req = p->req;
+    bool approved = p->charge.status == PROC_APPROVED;
+    const char *status = approved ? "succeeded" : "failed";
+    db_status rc = db_exec(
+        db,
+        "INSERT INTO payments (id, user_id, account_id, amount, currency, status, source, "
+        "order_id, "
+        "description, metadata, refunded_amount, processor_charge_id, decline_code, created_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
+        "iiiissszssssi", (int64_t)p->id, (int64_t)req->user.id, (int64_t)p->account_id, p->amount,
+        p->currency, status, p->source, (int64_t)p->order_id, p->description, p->metadata,
+        p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at);
+    if (rc == DB_CONSTRAINT) /* another payment of this order won the race */
+        return DB_CONSTRAINT;
+    if (rc != DB_DONE)
+        return -1;
+    if (approved) {
+        if (db_exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", "ii",
+                    (int64_t)p->account_id, p->amount) != DB_DONE)
+            return -1;
+        if (p->order_id &&
+            (db_exec(db,
+                     "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "
+                     "updated_at = $3 WHERE id = $1 AND status = 'created'",
+                     "iii", (int64_t)p->order_id, (int64_t)p->id, p->created_at) != DB_DONE ||
+             db_changes(db) != 1))
+            return DB_CONSTRAINT;
+        char location[64];
+        char id[ID_STR_MAX];
+        id_format(p->id, "pay", id);
+        snprintf(location, sizeof location, "/v1/payments/%s", id);
+        reply_header(req, "Location", location);
+        reply_json(req, 201, new_payment_json(p, status));
+    } else {
+        reply_error_extra(req, ERR_CARD_DECLINED, "the card was declined",
+                          json_pack("{s:s, s:o}", "decline_code", p->charge.decline_code, "payment",
+                                    new_payment_json(p, status)));
+    }
+    return 0;
+}
+
+/* Validation: everything that answers 400/404 and releases the key, before money moves. */
+static bool read_payment_or_reply(request *req, payment *p)
+{
+    static const body_field fields[] = {
+        {"account_id", FIELD_STRING, true, 1, 64}, {"amount", FIELD_INTEGER, true, 1, MAX_AMOUNT},
+        {"currency", FIELD_STRING, true, 3, 3},    {"source", FIELD_STRING, true, 1, 68},
+        {"order_id", FIELD_STRING, false, 1, 64},  {"description", FIELD_STRING, false, 0, 500},
+        {"metadata", FIELD_OBJECT, false, 0, 20},
+    };
+    if (!CHECK_BODY_OR_REPLY(req, fields))
+        return false;
+    p->req = req;
+    p->amount = body_int(req, "amount", 0);
+    p->source = body_string(req, "source");
+    p->description = body_string(req, "description");
+    if (!normalize_currency(body_string(req, "currency"), p->currency)) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
+        return false;
+    }
+    if (!processor_valid_source(p->source)) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "source",
+                            "source must be a card token such as tok_visa");
+        return false;
+    }
+    json_t *meta = json_object_get(req->json, "metadata");
+    if (meta && !json_is_null(meta)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(meta, k, v)
+        {
+            if (!json_is_string(v) || strlen(k) > 40 || json_string_length(v) > 500) {
+                reply_invalid_param(req, ERR_INVALID_PARAMETER, "metadata",
+                                    "metadata maps keys of up to 40 characters to strings of up "
+                                    "to 500");
+                return false;
+            }
+        }
+        p->metadata = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+    }
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return false;
+    char account_currency[4];
+    if (id_parse(body_string(req, "account_id"), "acct", &p->account_id) != 0 ||
+        !account_owned(db, req->user.id, p->account_id, account_currency)) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
+        return false;
+    }
+    if (strcmp(account_currency, p->currency) != 0) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency",
+                            "currency must equal the account's currency");
+        return false;
+    }
+    const char *order = body_string(req, "order_id");
+    if (order) {
+        if (id_parse(order, "ord", &p->order_id) != 0) {
+            reply_error(req, ERR_RESOURCE_MISSING, "no such order");
+            return false;
+        }
+        if (!order_payable_or_reply(req, db, p))
+            return false;
+    }
+    return true;
+}
+
+static void reply_processor_unavailable(request *req)
+{
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_PROCESSOR_UNAVAILABLE,
+                "the processor did not answer; retry with the same Idempotency-Key");
+}
+
+static void finish_payment(request *req, payment *p)
+{
+    p->id = app_next_id(req->app);
+    p->created_at = now_us();
+    int rc = commit_response(req, record_payment, p);
+    if (rc == DB_CONSTRAINT) {
+        /* The order was paid by another payment between our check and our commit. This charge
+         * is stored as nothing: answer as the business guard says. */
+        db_conn *db = store_reader(req->app->store);
+        if (db)
+            order_payable_or_reply(req, db, p);
+        if (req->error == ERR_NONE)
+            reply_error(req, ERR_DUPLICATE_PAYMENT, "the order is already paid");
+    } else if (rc != 0) {
+        reply_processor_unavailable(req); /* charged or not, the key stays resumable */
+    }
+}
+
+void payments_create(request *req)
+{
+    payment p = {0};
+    if (!read_payment_or_reply(req, &p)) {
+        free(p.metadata);
+        return;
+    }
+    p.charge = processor_charge(req->app->processor, req->idem->processor_key, p.amount, p.currency,
+                                p.source);
+    if (p.charge.status == PROC_UNAVAILABLE) {
+        reply_processor_unavailable(req);
+    } else {
+        fault_point("crash-after-charge");
+        finish_payment(req, &p);
+    }
+    free(p.metadata);
+}
+
+/* The recoverer's path: ask the processor what happened under this key; never charge. */
+void payments_recover(request *req)
+{
+    payment p = {0};
+    if (!read_payment_or_reply(req, &p)) {
+        free(p.metadata);
+        return;
+    }
+    p.charge = processor_find_charge(req->app->processor, req->idem->processor_key);
+    if (p.charge.status == PROC_NOT_FOUND)
+        reply_error(req, ERR_RESOURCE_MISSING, "nothing was charged; the key is released");
+    else if (p.charge.status == PROC_UNAVAILABLE)
+        reply_processor_unavailable(req);
+    else
+        finish_payment(req, &p);
+    free(p.metadata);
+}
+
+void payments_get(request *req)
+{
+    uint64_t id;
+    if (!path_id_or_reply(req, 0, "pay", &id))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return;
+    db_stmt *st =
+        db_query(db, "SELECT " PAYMENT_COLUMNS " FROM payments WHERE id = $1 AND user_id = $2",
+                 "ii", (int64_t)id, (int64_t)req->user.id);
+    if (db_step(st) == DB_ROW)
+        reply_json(req, 200, payment_json(st));
+    else
+        reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
+    db_done(st);
+}
+
+static const char *const payment_statuses[] = {"succeeded", "failed", "partially_refunded",
+                                               "refunded", NULL};
+
+static const list_query payments_list_query = {
+    .name = "payments",
+    .select = "SELECT " PAYMENT_COLUMNS " FROM payments",
+    .parent_column = "account_id",
+    .created_index = 11,
+    .id_index = 0,
+    .status_column = "status",
+    .statuses = payment_statuses,
+    .time_column = "created_at",
+    .to_json = payment_json,
+};
+
+static bool owned_account_or_reply(request *req, uint64_t *account)
+{
+    if (!path_id_or_reply(req, 0, "acct", account))
+        return false;
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return false;
+    if (!account_owned(db, req->user.id, *account, NULL)) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
+        return false;
+    }
+    return true;
+}
+
+void payments_list(request *req)
+{
+    uint64_t account;
+    if (owned_account_or_reply(req, &account))
+        list_page(req, &payments_list_query, account, NULL);
+}
+
+void payments_count(request *req)
+{
+    uint64_t account;
+    if (owned_account_or_reply(req, &account))
+        list_count(req, &payments_list_query, "payments", account);
+}

@@ -1,0 +1,36 @@
+/* The route table: every endpoint of the contract, as data. Flags decide auth, threading,
+ * idempotency and body parsing in one place (http/server.c); handlers never repeat them. */
+#include "api/handlers.h"
+#include "http/route.h"
+
+#define AUTH    ROUTE_AUTH
+#define WRITE   (ROUTE_AUTH | ROUTE_BLOCKING | ROUTE_JSON_BODY)
+#define IDEM    ROUTE_IDEM_REQUIRED
+#define IDEM_OK ROUTE_IDEM_OPTIONAL
+
+#define R(method, pattern, handler, flags)                                                         \
+    {                                                                                              \
+        method, pattern, handler, flags, pattern, NULL                                             \
+    }
+#define R_RECOVER(method, pattern, handler, flags, recover)                                        \
+    {                                                                                              \
+        method, pattern, handler, flags, pattern, recover                                          \
+    }
+
+const route payd_routes[] = {
+    R("GET", "/healthz", ops_healthz, 0),
+    R("GET", "/readyz", ops_readyz, 0),
+    R("GET", "/metrics", ops_metrics, 0),
+    R("GET", "/openapi.json", ops_openapi, 0),
+
+    R("POST", "/v1/accounts", accounts_create, WRITE | IDEM_OK),
+    R("GET", "/v1/accounts", accounts_list, AUTH),
+    R("GET", "/v1/accounts/{id}", accounts_get, AUTH),
+    R("GET", "/v1/accounts/{id}/payments", payments_list, AUTH),
+    R("GET", "/v1/accounts/{id}/payments/count", payments_count, AUTH),
+
+    R_RECOVER("POST", "/v1/payments", payments_create, WRITE | IDEM, payments_recover),
+    R("GET", "/v1/payments/{id}", payments_get, AUTH),
+};
+
+const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

@@ -1,0 +1,124 @@
+/* Snowflake id generation and its text form. */
+#include "core/ids.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/timefmt.h"
+
+#define NODE_BITS     10
+#define SEQ_BITS      12
+#define TIME_BITS     41
+#define MAX_NODE      ((1 << NODE_BITS) - 1)
+#define MAX_SEQ       ((1 << SEQ_BITS) - 1)
+#define MAX_TIME      ((1LL << TIME_BITS) - 1)
+#define DEFAULT_DRIFT 5000
+#define DIGITS        13 /* 13 * 5 = 65 bits: the first digit carries only the top 4 bits */
+
+static const char ALPHABET[] = "0123456789abcdefghjkmnpqrstvwxyz";
+
+static int64_t realtime_ms(void *ctx)
+{
+    return now_us() / 1000;
+}
+
+int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *clock_ctx)
+{
+    if (node_id < 0 || node_id > MAX_NODE)
+        return -1;
+    if (pthread_mutex_init(&g->lock, NULL) != 0)
+        return -1;
+    g->node_id = node_id;
+    g->last_ms = INT64_MIN; /* nothing issued yet: any clock reading is ahead */
+    g->sequence = 0;
+    g->clock = clock ? clock : realtime_ms;
+    g->clock_ctx = clock_ctx;
+    g->max_drift_ms = DEFAULT_DRIFT;
+    return 0;
+}
+
+int id_next(id_generator *g, uint64_t *out)
+{
+    pthread_mutex_lock(&g->lock);
+    int64_t now = g->clock(g->clock_ctx);
+    int64_t ms = g->last_ms;
+    int seq = g->sequence + 1;
+    if (now > ms) {
+        ms = now;
+        seq = 0;
+    } else if (seq > MAX_SEQ) {
+        /* This ms is used up (or the clock is behind us): borrow the next one. */
+        ms++;
+        seq = 0;
+    }
+    /* The one rule: never run more than max_drift_ms ahead of the clock. A restart forgets last_ms,
+     * so ids stamped far in the future could be issued again once the clock reaches them. */
+    int64_t ahead;
+    bool in_range = ms >= PAYD_EPOCH_MS && ms - PAYD_EPOCH_MS <= MAX_TIME;
+    int rc = -1;
+    if (in_range && !__builtin_sub_overflow(ms, now, &ahead) && ahead <= g->max_drift_ms) {
+        g->last_ms = ms;
+        g->sequence = seq;
+        *out = (uint64_t)(ms - PAYD_EPOCH_MS) << (NODE_BITS + SEQ_BITS) |
+               (uint64_t)g->node_id << SEQ_BITS | (uint64_t)seq;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return rc;
+}
+
+void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX])
+{
+    size_t plen = prefix ? strlen(prefix) : 0;
+    if (plen == 0 || plen > ID_PREFIX_MAX) {
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, prefix, plen);
+    out[plen] = '_';
+    char *digits = out + plen + 1;
+    for (int i = DIGITS - 1; i >= 0; i--) {
+        digits[i] = ALPHABET[id & 31];
+        id >>= 5;
+    }
+    digits[DIGITS] = '\0';
+}
+
+/* Value of one lowercase Crockford digit, or -1. Uppercase and the ambiguous i, l, o, u are
+ * refused rather than folded so that every id has exactly one spelling. */
+static int digit_value(char c)
+{
+    const char *hit = c ? strchr(ALPHABET, c) : NULL;
+    return hit ? (int)(hit - ALPHABET) : -1;
+}
+
+int id_parse(const char *s, const char *prefix, uint64_t *out)
+{
+    if (s == NULL || prefix == NULL)
+        return -1;
+    size_t plen = strlen(prefix);
+    if (plen == 0 || strncmp(s, prefix, plen) != 0 || s[plen] != '_')
+        return -1;
+    const char *digits = s + plen + 1;
+    uint64_t v = 0;
+    for (int i = 0; i < DIGITS; i++) {
+        int d = digit_value(digits[i]);
+        if (d < 0 || (i == 0 && d > 15)) /* a first digit above 15 would need a 65th bit */
+            return -1;
+        v = v << 5 | (uint64_t)d;
+    }
+    if (digits[DIGITS] != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+id_parts id_decode(uint64_t id)
+{
+    id_parts p = {
+        .unix_ms = (int64_t)(id >> (NODE_BITS + SEQ_BITS)) + PAYD_EPOCH_MS,
+        .node_id = (int)(id >> SEQ_BITS & MAX_NODE),
+        .sequence = (int)(id & MAX_SEQ),
+    };
+    return p;
+}

@@ -1,0 +1,46 @@
+/* Snowflake ids (§1): 41-bit ms since PAYD_EPOCH_MS, 10-bit node id, 12-bit sequence, written as
+ * "<prefix>_<13 lowercase Crockford base32 chars>" so that string order equals numeric order. */
+#ifndef PAYD_CORE_IDS_H
+#define PAYD_CORE_IDS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define PAYD_EPOCH_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
+#define ID_STR_MAX    24
+#define ID_PREFIX_MAX 9 /* ID_STR_MAX - '_' - 13 digits - NUL */
+
+typedef int64_t (*ids_clock_fn)(void *ctx); /* ms since the Unix epoch */
+
+typedef struct id_generator {
+    pthread_mutex_t lock;
+    int node_id;
+    int64_t last_ms; /* timestamp of the last id issued (may run ahead of a clock that went back) */
+    int sequence;
+    ids_clock_fn clock;
+    void *clock_ctx;
+    int64_t max_drift_ms; /* how far ahead of the clock we may run before refusing (default 5000) */
+} id_generator;
+
+/* clock NULL = realtime; node 0..1023 else -1 */
+int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *clock_ctx);
+
+/* Thread-safe; 0 ok. -1 when issuing would need a timestamp more than max_drift_ms ahead of the
+ * clock (the clock went back that far, or the sequence ran out too often), or when the clock is
+ * outside the 41-bit range (before 2026 or after 2095). Never issues a duplicate or smaller id. */
+int id_next(id_generator *g, uint64_t *out);
+
+/* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". */
+void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);
+
+/* 0 ok; -1 if malformed, wrong prefix, wrong length, uppercase or invalid chars */
+int id_parse(const char *s, const char *prefix, uint64_t *out);
+
+typedef struct {
+    int64_t unix_ms;
+    int node_id;
+    int sequence;
+} id_parts;
+id_parts id_decode(uint64_t id);
+
+#endif

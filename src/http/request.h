@@ -1,0 +1,73 @@
+#ifndef PAYD_HTTP_REQUEST_H
+#define PAYD_HTTP_REQUEST_H
+/* One HTTP request as handlers see it: matched route, path parameters, parsed JSON body,
+ * authenticated user, and the response being built. Everything lives in the request's arena. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "http/problem.h"
+
+struct MHD_Connection;
+struct app;
+struct route;
+struct idem_claim;
+
+#define MAX_PATH_PARAMS  4
+#define MAX_RESP_HEADERS 16
+#define REQUEST_ID_MAX   129
+#define MAX_REQUEST_BODY (64 * 1024)
+
+typedef struct header_pair {
+    const char *name, *value;
+} header_pair;
+
+typedef struct user_info {
+    uint64_t id;
+    int64_t rate_count, rate_period_ms; /* the user's own limit; 0 = the server default */
+} user_info;
+
+typedef struct request {
+    struct app *app;
+    struct MHD_Connection *conn; /* NULL for requests replayed by the recoverer */
+    arena arena;
+    const char *method, *path;
+    const struct route *route;
+    const char *params[MAX_PATH_PARAMS];
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_large;
+    json_t *json; /* the parsed body of a POST/PUT/PATCH */
+    user_info user;
+    bool authenticated;
+    char request_id[REQUEST_ID_MAX];
+    int64_t start_ns;
+    int state;
+    struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
+
+    /* the response */
+    int status;
+    char *resp_body;
+    size_t resp_len;
+    payd_error error;   /* ERR_NONE for a success */
+    bool resp_recorded; /* the idempotency engine stored this response in the handler's commit */
+    header_pair resp_headers[MAX_RESP_HEADERS];
+    int resp_header_count;
+} request;
+
+/* Request headers and query arguments (NULL when absent). */
+const char *request_header(request *req, const char *name);
+const char *request_query(request *req, const char *name);
+
+/* Responses. reply_json takes ownership of body. */
+void reply_json(request *req, int status, json_t *body);
+void reply_error(request *req, payd_error err, const char *detail);
+/* reply_error with extra members (for example "param" or "existing_order_id"); takes ownership. */
+void reply_error_extra(request *req, payd_error err, const char *detail, json_t *extra);
+void reply_header(request *req, const char *name, const char *value);
+const char *response_header(request *req, const char *name);
+/* Sets a raw, already serialized response (replays). */
+void reply_raw(request *req, int status, const char *body, size_t len);
+
+#endif

@@ -1,0 +1,52 @@
+#ifndef PAYD_IDEM_IDEM_H
+#define PAYD_IDEM_IDEM_H
+/* The idempotency engine (§2): route middleware, independent of any resource.
+ *
+ *   precheck (HTTP thread, reads only) → claim (worker, one atomic write) → handler →
+ *   finish (store, release or unlock the key, per the problem table)
+ *
+ * A handler's final write goes through commit_response(), which stores the response with the
+ * key in the same transaction as the handler's own writes: a payment and its key's stored
+ * answer are never one without the other. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http/request.h"
+#include "store/store.h"
+
+typedef struct idem_claim {
+    char key[256];
+    char fingerprint[65];
+    char *canonical_body;
+    int64_t claimed_at;     /* µs; part of the processor key, so a re-claimed key gets a new one */
+    char processor_key[65]; /* derived from (user, key, claimed_at): the same for every retry */
+    bool resumed;           /* a retry (or the recoverer) took over a key left in doubt */
+} idem_claim;
+
+typedef enum {
+    IDEM_NOT_USED,     /* the route does not use keys, or an optional key is absent */
+    IDEM_ANSWERED,     /* replay, 409, 422 or a 400 was set as the response */
+    IDEM_CLAIM_NEEDED, /* req->idem is set; the worker must call idem_claim_or_reply */
+} idem_precheck_result;
+
+/* Parses the Idempotency-Key header value (raw or a Structured-Fields string) into out.
+ * Returns 0, or -1 when it is not 1–255 visible ASCII characters. */
+int idem_parse_key(const char *header, char out[256]);
+
+idem_precheck_result idem_precheck(request *req);
+/* Claims the key atomically. Returns true when this request now owns it. */
+bool idem_claim_or_reply(request *req);
+/* After the handler: stores, releases or unlocks the key as the response says. */
+void idem_finish(request *req);
+
+/* Runs fn as a write job; if the request owns a key and fn returns 0 with a response set,
+ * that response is stored with the key inside the same transaction. */
+int commit_response(request *req, write_job_fn fn, void *ctx);
+
+/* The background recoverer and sweeper (runs every --recovery-interval). */
+void idem_recovery_start(struct app *a);
+void idem_recovery_stop(void);
+/* One pass, for tests and for shutdown: sweeps expired keys, finishes keys left in doubt. */
+void idem_recovery_pass(struct app *a);
+
+#endif

@@ -1,0 +1,23 @@
+#ifndef PAYD_PROCESSOR_HTTP_PROCESSOR_H
+#define PAYD_PROCESSOR_HTTP_PROCESSOR_H
+/* `--processor http://HOST:PORT`: the §5 processor protocol over HTTP with libcurl.
+ * A timeout, a 5xx or a dropped connection is PROC_UNAVAILABLE (in doubt). */
+#include <stdint.h>
+
+#include "processor/processor.h"
+
+typedef struct http_processor http_processor;
+
+http_processor *http_processor_create(const char *base_url, int64_t timeout_ms);
+void http_processor_free(http_processor *p);
+proc_result http_processor_charge(http_processor *p, const char *key, int64_t amount,
+                                  const char *currency, const char *source);
+proc_result http_processor_find_charge(http_processor *p, const char *key);
+proc_result http_processor_refund(http_processor *p, const char *key, const char *charge_id,
+                                  int64_t amount);
+
+/* `payd processor-sim [--listen HOST:PORT] [--db PATH] [--latency-ms N] [--fail-before P]
+ * [--fail-after P] [--seed N]`: serves the protocol from the simulator. Returns an exit code. */
+int processor_sim_main(int argc, char **argv);
+
+#endif

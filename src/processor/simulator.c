@@ -1,0 +1,193 @@
+#include "processor/simulator.h"
+
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timefmt.h"
+
+static atomic_llong charges_made, refunds_made, deduplicated;
+static pthread_mutex_t dice_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool roll(const sim_faults *f, double p)
+{
+    if (!f || p <= 0)
+        return false;
+    static unsigned state;
+    static bool seeded;
+    pthread_mutex_lock(&dice_lock);
+    if (!seeded) {
+        state = f->seed ? f->seed : (unsigned)time(NULL);
+        seeded = true;
+    }
+    double r = (double)rand_r(&state) / RAND_MAX;
+    pthread_mutex_unlock(&dice_lock);
+    return r < p;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static void new_id(const char *prefix, char out[48])
+{
+    uint8_t r[12];
+    RAND_bytes(r, sizeof r);
+    int n = snprintf(out, 48, "%s_", prefix);
+    for (int i = 0; i < 12; i++)
+        n += snprintf(out + n, 48 - (size_t)n, "%02x", r[i]);
+}
+
+typedef struct charge_job {
+    const char *key, *currency, *source;
+    int64_t amount;
+    const char *decline_code; /* NULL: approve */
+    bool created;             /* this call made the charge (false: an earlier call did) */
+    proc_result result;
+} charge_job;
+
+static void read_charge(db_stmt *st, proc_result *r)
+{
+    snprintf(r->id, sizeof r->id, "%s", db_text(st, 0));
+    r->status = !strcmp(db_text(st, 1), "succeeded") ? PROC_APPROVED : PROC_DECLINED;
+    snprintf(r->decline_code, sizeof r->decline_code, "%s", db_text(st, 2) ? db_text(st, 2) : "");
+}
+
+static int record_charge(db_conn *db, void *arg)
+{
+    charge_job *j = arg;
+    char id[48];
+    new_id("ch", id);
+    if (db_exec(db,
+                "INSERT INTO processor_charges (processor_key, charge_id, status, decline_code, "
+                "amount, currency, source, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                "ON CONFLICT (processor_key) DO NOTHING",
+                "ssssissi", j->key, id, j->decline_code ? "declined" : "succeeded", j->decline_code,
+                j->amount, j->currency, j->source, now_us()) != DB_DONE)
+        return -1;
+    j->created = db_changes(db) == 1;
+    db_stmt *st = db_query(db,
+                           "SELECT charge_id, status, decline_code FROM processor_charges "
+                           "WHERE processor_key = $1",
+                           "s", j->key);
+    int rc = db_step(st) == DB_ROW ? 0 : -1;
+    if (rc == 0)
+        read_charge(st, &j->result);
+    db_done(st);
+    return rc;
+}
+
+proc_result sim_charge(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
+                       int64_t amount, const char *currency, const char *source)
+{
+    proc_result unavailable = {.status = PROC_UNAVAILABLE};
+    if (f)
+        sleep_ms(f->latency_ms);
+    if (!strcmp(source, "tok_processorDown") || roll(f, f ? f->fail_before : 0))
+        return unavailable;
+
+    charge_job j = {.key = key, .amount = amount, .currency = currency, .source = source};
+    if (!strcmp(source, "tok_chargeDeclined"))
+        j.decline_code = "generic_decline";
+    else if (!strcmp(source, "tok_insufficientFunds"))
+        j.decline_code = "insufficient_funds";
+
+    bool slow = !strcmp(source, "tok_slow");
+    if (slow) {
+        /* a charge already made under this key answers at once */
+        proc_result found = sim_find_charge(s, key);
+        if (found.status != PROC_NOT_FOUND && found.status != PROC_UNAVAILABLE)
+            return found;
+        sleep_ms(timeout_ms < 2000 ? timeout_ms : 2000);
+    }
+    if (store_write(s, record_charge, &j) != 0)
+        return unavailable;
+    if (!j.created) {
+        atomic_fetch_add(&deduplicated, 1);
+        return j.result;
+    }
+    atomic_fetch_add(&charges_made, 1);
+    /* the charge is made; these lose its answer on the way back */
+    if (slow && timeout_ms < 2000)
+        return unavailable;
+    if (!strcmp(source, "tok_lostResponse") || roll(f, f ? f->fail_after : 0))
+        return unavailable;
+    return j.result;
+}
+
+proc_result sim_find_charge(store *s, const char *key)
+{
+    proc_result r = {.status = PROC_NOT_FOUND};
+    db_conn *db = store_reader(s);
+    if (!db)
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    db_stmt *st = db_query(db,
+                           "SELECT charge_id, status, decline_code FROM processor_charges "
+                           "WHERE processor_key = $1",
+                           "s", key);
+    if (db_step(st) == DB_ROW)
+        read_charge(st, &r);
+    db_done(st);
+    return r;
+}
+
+typedef struct refund_job {
+    const char *key, *charge_id;
+    int64_t amount;
+    bool created;
+    proc_result result;
+} refund_job;
+
+static int record_refund(db_conn *db, void *arg)
+{
+    refund_job *j = arg;
+    char id[48];
+    new_id("rf", id);
+    if (db_exec(db,
+                "INSERT INTO processor_refunds (processor_key, refund_id, charge_id, amount, "
+                "created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (processor_key) DO NOTHING",
+                "sssii", j->key, id, j->charge_id, j->amount, now_us()) != DB_DONE)
+        return -1;
+    j->created = db_changes(db) == 1;
+    db_stmt *st = db_query(db, "SELECT refund_id FROM processor_refunds WHERE processor_key = $1",
+                           "s", j->key);
+    int rc = db_step(st) == DB_ROW ? 0 : -1;
+    if (rc == 0) {
+        snprintf(j->result.id, sizeof j->result.id, "%s", db_text(st, 0));
+        j->result.status = PROC_APPROVED;
+    }
+    db_done(st);
+    return rc;
+}
+
+proc_result sim_refund(store *s, const sim_faults *f, const char *key, const char *charge_id,
+                       int64_t amount)
+{
+    if (f)
+        sleep_ms(f->latency_ms);
+    if (roll(f, f ? f->fail_before : 0))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    refund_job j = {.key = key, .charge_id = charge_id, .amount = amount};
+    if (store_write(s, record_refund, &j) != 0)
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    atomic_fetch_add(j.created ? &refunds_made : &deduplicated, 1);
+    if (j.created && roll(f, f ? f->fail_after : 0))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    return j.result;
+}
+
+void sim_stats(int64_t *charges, int64_t *refunds, int64_t *dedup)
+{
+    *charges = atomic_load(&charges_made);
+    *refunds = atomic_load(&refunds_made);
+    *dedup = atomic_load(&deduplicated);
+}

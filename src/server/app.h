@@ -1,0 +1,37 @@
+#ifndef PAYD_SERVER_APP_H
+#define PAYD_SERVER_APP_H
+/* The running server's shared state, reachable from every request as req->app. */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/gcra.h"
+#include "core/ids.h"
+#include "server/config.h"
+#include "store/store.h"
+
+struct MHD_Daemon;
+struct processor;
+struct auth_cache;
+struct metrics;
+struct worker_pool;
+
+typedef struct app {
+    payd_config cfg;
+    store *store;
+    id_generator ids;
+    struct processor *processor;
+    struct auth_cache *auth;
+    gcra_table *limiter;
+    gcra_policy default_rate;
+    struct metrics *metrics;
+    uint8_t cursor_key[32];
+    struct worker_pool *workers;
+    struct MHD_Daemon *daemon;
+    atomic_bool shutting_down;
+    atomic_int in_flight; /* requests handed to workers and not yet answered */
+} app;
+
+/* A new Snowflake id; aborts only if the clock went back further than the generator can absorb. */
+uint64_t app_next_id(app *a);
+
+#endif

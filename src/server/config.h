@@ -1,0 +1,45 @@
+#ifndef PAYD_SERVER_CONFIG_H
+#define PAYD_SERVER_CONFIG_H
+/* `payd serve` configuration: one declarative table (config.c) gives every option its flag,
+ * its PAYD_* environment variable, its default, its bounds and its help line. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/units.h"
+
+typedef struct payd_config {
+    char listen[128];
+    char db[512];
+    int64_t node_id;
+    char processor[256];
+    rate_spec rate_limit;
+    int64_t rate_burst;
+    int64_t idempotency_ttl_ms;
+    int64_t idempotency_lock_timeout_ms;
+    int64_t processor_timeout_ms;
+    int64_t recovery_interval_ms;
+    int64_t threads;
+    int64_t workers;
+    int64_t max_queue;
+    int64_t max_batch;
+    bool group_commit;
+    int64_t shutdown_timeout_ms;
+    int64_t idle_timeout_ms;
+    int64_t max_connections;
+    int64_t max_header_bytes;
+    int64_t max_headers;
+    int64_t auth_cache_ttl_ms;
+    bool access_log;
+} payd_config;
+
+typedef const char *(*config_getenv_fn)(const char *name);
+
+/* Fills cfg from defaults, then the environment, then argv (flags win over the environment, which
+ * wins over defaults). argv holds only flags. Returns 0, 1 when --help was asked (help printed to
+ * stdout), or -1 with a message in err. */
+int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv_fn, char *err,
+                size_t errlen);
+void config_print_help(void);
+
+#endif

@@ -1,0 +1,11 @@
+#ifndef PAYD_SERVER_LIMITS_H
+#define PAYD_SERVER_LIMITS_H
+/* Per-user (else per-address) GCRA rate limiting with the X-RateLimit-* and IETF RateLimit
+ * headers (§11). Runs before the idempotency engine, so a 429 consumes no key. */
+#include <stdbool.h>
+
+#include "http/request.h"
+
+bool rate_limit_or_reply(request *req);
+
+#endif

@@ -1,0 +1,383 @@
+#include "store/db.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PARAMS      16
+#define STMT_CACHE_SIZE 256 /* power of two */
+
+struct db_stmt {
+    db_conn *conn;
+    const char *sql;
+    sqlite3_stmt *lite; /* SQLite: the prepared statement, cached on the connection */
+    /* SQLite numbers "$n" parameters in order of first appearance, not by n: slot[n-1] is the
+     * bind index of "$n", worked out once at prepare time */
+    int slot[MAX_PARAMS];
+    bool cached;
+    PGresult *pg; /* PostgreSQL: the whole result; rows are walked by index */
+    int pg_row;
+    db_status status;
+};
+
+struct db_conn {
+    db_kind kind;
+    sqlite3 *lite;
+    PGconn *pg;
+    int64_t changes;
+    db_stmt cache[STMT_CACHE_SIZE];
+    db_stmt scratch; /* PostgreSQL: the one statement in use (results are not nested) */
+    char error[256];
+};
+
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+db_kind db_kind_of(const db_conn *c)
+{
+    return c->kind;
+}
+
+const char *db_last_error(db_conn *c)
+{
+    return c->error;
+}
+
+/* ---- SQLite ---- */
+
+static db_status lite_status(db_conn *c, int rc)
+{
+    switch (rc) {
+    case SQLITE_ROW:
+        return DB_ROW;
+    case SQLITE_DONE:
+    case SQLITE_OK:
+        return DB_DONE;
+    case SQLITE_CONSTRAINT:
+        return DB_CONSTRAINT;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return DB_BUSY;
+    default:
+        snprintf(c->error, sizeof c->error, "sqlite: %s", sqlite3_errmsg(c->lite));
+        return DB_ERROR;
+    }
+}
+
+static db_conn *lite_open(const char *path, bool read_only, char *err, size_t errlen)
+{
+    db_conn *c = calloc(1, sizeof *c);
+    c->kind = DB_SQLITE;
+    int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &c->lite, flags, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(c->lite));
+        db_close(c);
+        return NULL;
+    }
+    sqlite3_busy_timeout(c->lite, 10000);
+    /* WAL lets readers run beside the one writer; synchronous=FULL makes an acknowledged
+     * payment survive power loss. */
+    const char *setup = read_only ? "PRAGMA query_only=1; PRAGMA cache_size=-16000;"
+                                  : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                                    "PRAGMA cache_size=-64000; PRAGMA temp_store=MEMORY;";
+    if (db_exec_script(c, setup) != DB_DONE) {
+        snprintf(err, errlen, "cannot set up %s: %s", path, c->error);
+        db_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static db_stmt *lite_prepare(db_conn *c, const char *sql)
+{
+    size_t slot = ((uintptr_t)sql >> 3) & (STMT_CACHE_SIZE - 1);
+    for (size_t probe = 0; probe < STMT_CACHE_SIZE; probe++) {
+        db_stmt *st = &c->cache[(slot + probe) & (STMT_CACHE_SIZE - 1)];
+        if (st->sql == sql)
+            return st;
+        if (st->sql == NULL) {
+            if (sqlite3_prepare_v3(c->lite, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->lite, NULL) !=
+                SQLITE_OK) {
+                snprintf(c->error, sizeof c->error, "sqlite prepare: %s", sqlite3_errmsg(c->lite));
+                return NULL;
+            }
+            st->sql = sql;
+            st->conn = c;
+            st->cached = true;
+            int count = sqlite3_bind_parameter_count(st->lite);
+            for (int i = 1; i <= count; i++) {
+                const char *name = sqlite3_bind_parameter_name(st->lite, i);
+                int n = name && name[0] == '$' ? atoi(name + 1) : 0;
+                if (n >= 1 && n <= MAX_PARAMS)
+                    st->slot[n - 1] = i;
+            }
+            return st;
+        }
+    }
+    snprintf(c->error, sizeof c->error, "statement cache full");
+    return NULL;
+}
+
+/* ---- PostgreSQL ---- */
+
+static db_status pg_status(db_conn *c, PGresult *r)
+{
+    switch (PQresultStatus(r)) {
+    case PGRES_TUPLES_OK:
+    case PGRES_COMMAND_OK:
+    case PGRES_EMPTY_QUERY:
+        return DB_DONE;
+    default: {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        snprintf(c->error, sizeof c->error, "postgres: %s", PQresultErrorMessage(r));
+        if (state && starts_with(state, "23"))
+            return DB_CONSTRAINT;
+        if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01")))
+            return DB_BUSY;
+        return DB_ERROR;
+    }
+    }
+}
+
+static db_conn *pg_open(const char *url, char *err, size_t errlen)
+{
+    db_conn *c = calloc(1, sizeof *c);
+    c->kind = DB_POSTGRES;
+    c->pg = PQconnectdb(url);
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+        snprintf(err, errlen, "cannot connect to PostgreSQL: %s", PQerrorMessage(c->pg));
+        db_close(c);
+        return NULL;
+    }
+    db_exec_script(c, "SET client_min_messages = warning");
+    return c;
+}
+
+/* ---- common ---- */
+
+db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
+{
+    if (starts_with(url, "postgres://") || starts_with(url, "postgresql://"))
+        return pg_open(url, err, errlen);
+    if (starts_with(url, "sqlite:"))
+        url += strlen("sqlite:");
+    return lite_open(url, read_only, err, errlen);
+}
+
+void db_close(db_conn *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < STMT_CACHE_SIZE; i++)
+        if (c->cache[i].lite)
+            sqlite3_finalize(c->cache[i].lite);
+    if (c->lite)
+        sqlite3_close_v2(c->lite);
+    if (c->pg)
+        PQfinish(c->pg);
+    free(c);
+}
+
+db_stmt *db_query_values(db_conn *c, const char *sql, const db_value *params, int count)
+{
+    if (count > MAX_PARAMS) {
+        snprintf(c->error, sizeof c->error, "too many parameters");
+        return NULL;
+    }
+    if (c->kind == DB_SQLITE) {
+        db_stmt *st = lite_prepare(c, sql);
+        if (!st)
+            return NULL;
+        for (int i = 0; i < count; i++) {
+            int at = st->slot[i];
+            if (!at)
+                continue; /* a parameter the statement does not use */
+            int rc = params[i].type == 'i' ? sqlite3_bind_int64(st->lite, at, params[i].i)
+                     : params[i].type == 's' && params[i].s
+                         ? sqlite3_bind_text(st->lite, at, params[i].s, -1, SQLITE_TRANSIENT)
+                         : sqlite3_bind_null(st->lite, at);
+            if (rc != SQLITE_OK) {
+                snprintf(c->error, sizeof c->error, "sqlite bind: %s", sqlite3_errmsg(c->lite));
+                sqlite3_reset(st->lite);
+                return NULL;
+            }
+        }
+        st->status = DB_DONE;
+        return st;
+    }
+    /* PostgreSQL: parameters go as text; the server infers their types from the statement. */
+    char numbers[MAX_PARAMS][24];
+    const char *values[MAX_PARAMS];
+    for (int i = 0; i < count; i++) {
+        if (params[i].type == 'i') {
+            snprintf(numbers[i], sizeof numbers[i], "%lld", (long long)params[i].i);
+            values[i] = numbers[i];
+        } else {
+            values[i] = params[i].type == 's' ? params[i].s : NULL;
+        }
+    }
+    db_stmt *st = &c->scratch;
+    st->conn = c;
+    st->sql = sql;
+    st->pg = PQexecParams(c->pg, sql, count, NULL, values, NULL, NULL, 0);
+    st->pg_row = -1;
+    st->status = pg_status(c, st->pg);
+    if (st->status == DB_DONE) {
+        const char *tuples = PQcmdTuples(st->pg);
+        c->changes = *tuples ? atoll(tuples) : 0;
+    }
+    return st;
+}
+
+static db_stmt *query_va(db_conn *c, const char *sql, const char *types, va_list ap)
+{
+    db_value values[MAX_PARAMS];
+    int n = 0;
+    for (; types[n]; n++) {
+        if (n == MAX_PARAMS) {
+            snprintf(c->error, sizeof c->error, "too many parameters");
+            return NULL;
+        }
+        values[n].type = types[n];
+        if (types[n] == 'i') {
+            values[n].i = va_arg(ap, int64_t);
+        } else if (types[n] == 'z') { /* an id where 0 means none */
+            values[n].i = va_arg(ap, int64_t);
+            values[n].type = values[n].i ? 'i' : 'n';
+        } else if (types[n] == 's') {
+            values[n].s = va_arg(ap, const char *);
+        }
+    }
+    return db_query_values(c, sql, values, n);
+}
+
+/* Interned SQL texts: a small append-only list; lists have a few dozen variants in all. */
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct interned {
+    struct interned *next;
+    char sql[];
+} interned;
+static interned *interned_head;
+
+const char *db_intern_sql(const char *sql)
+{
+    pthread_mutex_lock(&intern_lock);
+    interned *i = interned_head;
+    while (i && strcmp(i->sql, sql) != 0)
+        i = i->next;
+    if (!i) {
+        size_t n = strlen(sql) + 1;
+        i = malloc(sizeof *i + n);
+        memcpy(i->sql, sql, n);
+        i->next = interned_head;
+        interned_head = i;
+    }
+    pthread_mutex_unlock(&intern_lock);
+    return i->sql;
+}
+
+db_stmt *db_query(db_conn *c, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    db_stmt *st = query_va(c, sql, types, ap);
+    va_end(ap);
+    return st;
+}
+
+db_status db_step(db_stmt *st)
+{
+    if (!st)
+        return DB_ERROR;
+    if (st->conn->kind == DB_SQLITE)
+        return lite_status(st->conn, sqlite3_step(st->lite));
+    if (st->status != DB_DONE)
+        return st->status;
+    return ++st->pg_row < PQntuples(st->pg) ? DB_ROW : DB_DONE;
+}
+
+void db_done(db_stmt *st)
+{
+    if (!st)
+        return;
+    if (st->conn->kind == DB_SQLITE) {
+        sqlite3_reset(st->lite);
+        sqlite3_clear_bindings(st->lite);
+    } else if (st->pg) {
+        PQclear(st->pg);
+        st->pg = NULL;
+    }
+}
+
+int64_t db_int(db_stmt *st, int col)
+{
+    if (st->conn->kind == DB_SQLITE)
+        return sqlite3_column_int64(st->lite, col);
+    const char *v = PQgetvalue(st->pg, st->pg_row, col);
+    return v ? atoll(v) : 0;
+}
+
+const char *db_text(db_stmt *st, int col)
+{
+    if (st->conn->kind == DB_SQLITE)
+        return (const char *)sqlite3_column_text(st->lite, col);
+    return PQgetisnull(st->pg, st->pg_row, col) ? NULL : PQgetvalue(st->pg, st->pg_row, col);
+}
+
+bool db_is_null(db_stmt *st, int col)
+{
+    if (st->conn->kind == DB_SQLITE)
+        return sqlite3_column_type(st->lite, col) == SQLITE_NULL;
+    return PQgetisnull(st->pg, st->pg_row, col);
+}
+
+db_status db_exec(db_conn *c, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    db_stmt *st = query_va(c, sql, types, ap);
+    va_end(ap);
+    if (!st)
+        return DB_ERROR;
+    db_status rc;
+    if (c->kind == DB_SQLITE) {
+        do
+            rc = db_step(st);
+        while (rc == DB_ROW);
+        c->changes = sqlite3_changes(c->lite);
+    } else {
+        rc = st->status;
+    }
+    db_done(st);
+    return rc;
+}
+
+int64_t db_changes(db_conn *c)
+{
+    return c->changes;
+}
+
+db_status db_exec_script(db_conn *c, const char *sql)
+{
+    if (c->kind == DB_SQLITE) {
+        char *msg = NULL;
+        int rc = sqlite3_exec(c->lite, sql, NULL, NULL, &msg);
+        if (rc != SQLITE_OK) {
+            snprintf(c->error, sizeof c->error, "sqlite: %s", msg ? msg : sqlite3_errstr(rc));
+            sqlite3_free(msg);
+            return lite_status(c, rc) == DB_DONE ? DB_ERROR : lite_status(c, rc);
+        }
+        return DB_DONE;
+    }
+    PGresult *r = PQexec(c->pg, sql);
+    db_status rc = pg_status(c, r);
+    PQclear(r);
+    return rc;
+}

@@ -1,0 +1,66 @@
+#ifndef PAYD_STORE_DB_H
+#define PAYD_STORE_DB_H
+/* A thin typed query layer over two drivers (SQLite, PostgreSQL) speaking one SQL dialect:
+ * `$1, $2, …` placeholders, ON CONFLICT, RETURNING, row values, BIGINT µs times and minor units.
+ *
+ *   db_stmt *st = db_query(c, "SELECT balance FROM accounts WHERE id = $1", "i", id);
+ *   if (db_step(st) == DB_ROW) balance = db_int(st, 0);
+ *   db_done(st);
+ *
+ * Parameter types: 'i' int64_t, 'z' int64_t where 0 binds SQL NULL (optional ids),
+ * 's' const char * (NULL binds SQL NULL), 'n' SQL NULL (takes no argument).
+ * SQL strings must be string literals (or otherwise live forever): statements are cached by
+ * the address of their text. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum db_status {
+    DB_ROW = 1,         /* a row is ready */
+    DB_DONE = 0,        /* no (more) rows; the statement ran */
+    DB_CONSTRAINT = -1, /* a unique, check or foreign-key constraint refused the write */
+    DB_BUSY = -2,       /* locked or serialization failure: retry the transaction */
+    DB_ERROR = -3,
+} db_status;
+
+typedef enum db_kind { DB_SQLITE, DB_POSTGRES } db_kind;
+
+typedef struct db_conn db_conn;
+typedef struct db_stmt db_stmt;
+
+/* url: a path, sqlite:PATH, postgres://… or postgresql://…. read_only opens a reader. */
+db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen);
+void db_close(db_conn *c);
+db_kind db_kind_of(const db_conn *c);
+const char *db_last_error(db_conn *c);
+
+/* Runs sql with params bound; returns a statement positioned before its first row, or NULL on
+ * a preparation/bind error. Always pair with db_done. */
+db_stmt *db_query(db_conn *c, const char *sql, const char *types, ...);
+db_status db_step(db_stmt *st);
+void db_done(db_stmt *st);
+int64_t db_int(db_stmt *st, int col);
+const char *db_text(db_stmt *st, int col); /* NULL for SQL NULL; valid until the next step */
+bool db_is_null(db_stmt *st, int col);
+
+/* The same with parameters as data, for statements whose parameter list is built at run time. */
+typedef struct db_value {
+    char type; /* 'i', 's' or 'n' */
+    int64_t i;
+    const char *s;
+} db_value;
+db_stmt *db_query_values(db_conn *c, const char *sql, const db_value *params, int count);
+
+/* Returns a copy of sql that lives forever, the same pointer for the same text: for statements
+ * assembled at run time (list filters), so the statement cache still works. */
+const char *db_intern_sql(const char *sql);
+
+/* A statement without rows (or whose rows are ignored): DB_DONE, DB_CONSTRAINT, DB_BUSY or
+ * DB_ERROR. */
+db_status db_exec(db_conn *c, const char *sql, const char *types, ...);
+/* Rows changed by the last db_exec. */
+int64_t db_changes(db_conn *c);
+/* Runs several ;-separated statements without parameters (schema, BEGIN, …). */
+db_status db_exec_script(db_conn *c, const char *sql);
+
+#endif

@@ -1,0 +1,144 @@
+/* Versioned schema migrations, one SQL text per version, shared by SQLite and PostgreSQL.
+ * `ID_PK` becomes INTEGER PRIMARY KEY on SQLite (the rowid itself, no second index) and
+ * BIGINT PRIMARY KEY on PostgreSQL. Times are BIGINT µs since the Unix epoch; money is BIGINT
+ * minor units. Every list has a composite index ending in (created_at, id), so each page is one
+ * index range scan. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timefmt.h"
+#include "store/store.h"
+
+static const char *const migrations[] = {
+    /* 1: the whole first schema */
+    "CREATE TABLE users ("
+    "  id ID_PK, name TEXT NOT NULL, email TEXT, api_key_hash TEXT NOT NULL UNIQUE,"
+    "  rate_limit TEXT, version BIGINT NOT NULL DEFAULT 1,"
+    "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+
+    "CREATE TABLE accounts ("
+    "  id ID_PK, user_id BIGINT NOT NULL, currency TEXT NOT NULL, name TEXT,"
+    "  balance BIGINT NOT NULL DEFAULT 0 CHECK (balance >= 0),"
+    "  version BIGINT NOT NULL DEFAULT 1, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+    "CREATE INDEX accounts_page ON accounts (user_id, created_at, id);"
+
+    "CREATE TABLE payments ("
+    "  id ID_PK, user_id BIGINT NOT NULL, account_id BIGINT NOT NULL, amount BIGINT NOT NULL,"
+    "  currency TEXT NOT NULL, status TEXT NOT NULL, source TEXT NOT NULL, order_id BIGINT,"
+    "  description TEXT, metadata TEXT, refunded_amount BIGINT NOT NULL DEFAULT 0,"
+    "  processor_charge_id TEXT, decline_code TEXT, created_at BIGINT NOT NULL);"
+    "CREATE INDEX payments_page ON payments (account_id, created_at, id);"
+    "CREATE INDEX payments_status_page ON payments (account_id, status, created_at, id);"
+    /* the business guard: at most one non-failed payment per order, whatever the keys */
+    "CREATE UNIQUE INDEX payments_one_per_order ON payments (order_id)"
+    "  WHERE order_id IS NOT NULL AND status <> 'failed';"
+
+    "CREATE TABLE refunds ("
+    "  id ID_PK, user_id BIGINT NOT NULL, payment_id BIGINT NOT NULL, amount BIGINT NOT NULL,"
+    "  reason TEXT, status TEXT NOT NULL, processor_refund_id TEXT, created_at BIGINT NOT NULL);"
+    "CREATE INDEX refunds_page ON refunds (payment_id, created_at, id);"
+
+    "CREATE TABLE orders ("
+    "  id ID_PK, user_id BIGINT NOT NULL, external_order_id TEXT NOT NULL,"
+    "  amount BIGINT NOT NULL, currency TEXT NOT NULL, description TEXT, status TEXT NOT NULL,"
+    "  payment_id BIGINT, version BIGINT NOT NULL DEFAULT 1,"
+    "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+    "CREATE UNIQUE INDEX orders_external_id ON orders (user_id, external_order_id);"
+    "CREATE INDEX orders_page ON orders (user_id, created_at, id);"
+    "CREATE INDEX orders_status_page ON orders (user_id, status, created_at, id);"
+
+    "CREATE TABLE transfers ("
+    "  id ID_PK, user_id BIGINT NOT NULL, biz_seq TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+    "  from_account BIGINT NOT NULL, to_account BIGINT NOT NULL, amount BIGINT NOT NULL,"
+    "  currency TEXT NOT NULL, description TEXT, status TEXT NOT NULL,"
+    "  response_status INTEGER NOT NULL, response_body TEXT NOT NULL, created_at BIGINT NOT NULL);"
+    /* the flow table's guard: the index decides, never a check-then-insert */
+    "CREATE UNIQUE INDEX transfers_biz_seq ON transfers (user_id, biz_seq);"
+    /* one row per account a transfer touches, so an account's transfers (both directions) are
+     * one range scan */
+    "CREATE TABLE transfer_legs ("
+    "  account_id BIGINT NOT NULL, created_at BIGINT NOT NULL, transfer_id BIGINT NOT NULL,"
+    "  PRIMARY KEY (account_id, created_at, transfer_id));"
+
+    "CREATE TABLE products ("
+    "  id ID_PK, user_id BIGINT NOT NULL, sku TEXT NOT NULL, name TEXT NOT NULL,"
+    "  stock BIGINT NOT NULL CHECK (stock >= 0), version BIGINT NOT NULL DEFAULT 1,"
+    "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+    "CREATE UNIQUE INDEX products_sku ON products (user_id, sku);"
+    "CREATE TABLE reservations ("
+    "  id ID_PK, user_id BIGINT NOT NULL, product_id BIGINT NOT NULL, quantity BIGINT NOT NULL,"
+    "  order_id BIGINT, created_at BIGINT NOT NULL);"
+
+    /* Idempotency keys: the claim is the primary key. locked_at is 0 when unlocked (in doubt). */
+    "CREATE TABLE idempotency_keys ("
+    "  user_id BIGINT NOT NULL, idem_key TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+    "  method TEXT NOT NULL, path TEXT NOT NULL, request_body TEXT,"
+    "  state TEXT NOT NULL, claimed_at BIGINT NOT NULL, locked_at BIGINT NOT NULL,"
+    "  response_status INTEGER, response_location TEXT, response_body TEXT,"
+    "  PRIMARY KEY (user_id, idem_key));"
+    "CREATE INDEX idempotency_keys_open ON idempotency_keys (state, locked_at);"
+    "CREATE INDEX idempotency_keys_age ON idempotency_keys (claimed_at);"
+
+    /* The builtin processor simulator's own dedupe tables, keyed by the processor key. */
+    "CREATE TABLE processor_charges ("
+    "  processor_key TEXT PRIMARY KEY, charge_id TEXT NOT NULL, status TEXT NOT NULL,"
+    "  decline_code TEXT, amount BIGINT NOT NULL, currency TEXT NOT NULL, source TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL);"
+    "CREATE TABLE processor_refunds ("
+    "  processor_key TEXT PRIMARY KEY, refund_id TEXT NOT NULL, charge_id TEXT NOT NULL,"
+    "  amount BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+
+    "CREATE TABLE secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);",
+};
+
+#define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
+
+static char *dialect(const char *sql, db_kind kind)
+{
+    const char *pk = kind == DB_SQLITE ? "INTEGER PRIMARY KEY" : "BIGINT PRIMARY KEY";
+    size_t cap = strlen(sql) * 2 + 1;
+    char *out = malloc(cap), *o = out;
+    for (const char *p = sql; *p;) {
+        if (!strncmp(p, "ID_PK", 5)) {
+            o += sprintf(o, "%s", pk);
+            p += 5;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+int store_migrate(db_conn *c, char *err, size_t errlen)
+{
+    if (db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                          "version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)") != DB_DONE) {
+        snprintf(err, errlen, "migrate: %s", db_last_error(c));
+        return -1;
+    }
+    if (db_kind_of(c) == DB_POSTGRES) /* nodes migrating at once take turns */
+        db_exec_script(c, "SELECT pg_advisory_lock(7340001)");
+    int current = 0;
+    db_stmt *st = db_query(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", "");
+    if (db_step(st) == DB_ROW)
+        current = (int)db_int(st, 0);
+    db_done(st);
+    int rc = 0;
+    for (int v = current + 1; v <= MIGRATION_COUNT && rc == 0; v++) {
+        char *sql = dialect(migrations[v - 1], db_kind_of(c));
+        if (db_exec_script(c, "BEGIN") != DB_DONE || db_exec_script(c, sql) != DB_DONE ||
+            db_exec(c, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", "ii",
+                    (int64_t)v, now_us()) != DB_DONE ||
+            db_exec_script(c, "COMMIT") != DB_DONE) {
+            snprintf(err, errlen, "migration %d: %s", v, db_last_error(c));
+            db_exec_script(c, "ROLLBACK");
+            rc = -1;
+        }
+        free(sql);
+    }
+    if (db_kind_of(c) == DB_POSTGRES)
+        db_exec_script(c, "SELECT pg_advisory_unlock(7340001)");
+    return rc;
+}

@@ -1,0 +1,55 @@
+#ifndef PAYD_STORE_STORE_H
+#define PAYD_STORE_STORE_H
+/* The store: one writer that group-commits, and per-thread readers.
+ *
+ * Every write is a job: a function run against the writer's connection inside its own SAVEPOINT.
+ * On SQLite one writer thread takes all queued jobs, runs them in one transaction and commits
+ * once (one fsync for the whole batch), then wakes every job's caller. A job that returns
+ * non-zero has only its own savepoint rolled back. On PostgreSQL, which groups commits across
+ * connections itself, each job runs in its own transaction on a pooled connection. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/db.h"
+
+typedef struct store store;
+
+/* Runs inside the job's savepoint. Return 0 to keep its writes, anything else to undo them;
+ * the value is handed back to the caller of store_write. */
+typedef int (*write_job_fn)(db_conn *db, void *ctx);
+
+#define STORE_FAILED (-1000) /* the transaction could not commit: nothing of the job was kept */
+
+typedef struct store_options {
+    const char *url;
+    int max_batch;    /* jobs per transaction; 1 = one transaction per job (the naive way) */
+    int writer_conns; /* PostgreSQL: connections in the write pool */
+} store_options;
+
+typedef struct store_stats {
+    int64_t jobs, batches, failed_commits;
+    int64_t queue_depth;           /* jobs waiting right now */
+    int64_t batch_size_buckets[8]; /* 1, 2-3, 4-7, ..., 128+ */
+} store_stats;
+
+store *store_open(const store_options *opt, char *err, size_t errlen);
+void store_close(store *s);
+db_kind store_kind(const store *s);
+
+/* Queues fn, blocks until its transaction committed (or failed), returns fn's result, or
+ * STORE_FAILED when the commit failed. */
+int store_write(store *s, write_job_fn fn, void *ctx);
+int64_t store_queue_depth(store *s);
+void store_get_stats(store *s, store_stats *out);
+
+/* This thread's read connection (opened on first use, closed by store_close). */
+db_conn *store_reader(store *s);
+/* Returns the calling thread's reader to the pool, for threads that end before the store. */
+void store_release_reader(store *s);
+
+/* Brings the schema to the latest version. Returns 0 or -1 with err. */
+int store_migrate(db_conn *c, char *err, size_t errlen);
+/* A named secret generated once and kept in the database (so restarts and nodes share it). */
+int store_secret(store *s, const char *name, uint8_t out[32]);
+
+#endif
