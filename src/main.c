@@ -172,7 +172,7 @@ static int insert_account(db_conn *db, void *arg)
 static int cmd_account_create(int argc, char **argv)
 {
     const char *user = flag(argc, argv, "--user"), *currency = flag(argc, argv, "--currency");
-    new_account a = {.name = flag(argc, argv, "--name"), .now = now_us()};
+    new_account a = {.name = flag(argc, argv, "--name")};
     if (!user || !currency || id_parse(user, "usr", &a.user) != 0 ||
         !normalize_currency(currency, a.currency)) {
         fprintf(stderr, "usage: payd account create --user usr_... --currency USD [--name N] "
@@ -183,6 +183,7 @@ static int cmd_account_create(int argc, char **argv)
     if (!s)
         return 1;
     a.id = cli_id();
+    a.now = created_at_of(a.id);
     int rc = store_write(s, insert_account, &a);
     store_close(s);
     if (rc != 0) {

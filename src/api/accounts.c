@@ -58,12 +58,13 @@ void accounts_create(request *req)
     };
     if (!CHECK_BODY_OR_REPLY(req, fields))
         return;
-    new_account n = {.req = req, .name = body_string(req, "name"), .now = now_us()};
+    new_account n = {.req = req, .name = body_string(req, "name")};
     if (!normalize_currency(body_string(req, "currency"), n.currency)) {
         reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
         return;
     }
     n.id = app_next_id(req->app);
+    n.now = created_at_of(n.id);
     if (commit_response(req, insert_account, &n) != 0)
         reply_error(req, ERR_INTERNAL, "the account could not be stored");
 }

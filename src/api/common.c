@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/handlers.h"
 #include "core/timefmt.h"
 
 static const char *kind_name(field_kind k)
@@ -113,6 +114,11 @@ bool normalize_currency(const char *in, char out[4])
     return true;
 }
 
+int64_t created_at_of(uint64_t id)
+{
+    return id_decode(id).unix_ms * 1000;
+}
+
 json_t *json_id(const char *prefix, uint64_t id)
 {
     char s[ID_STR_MAX];
@@ -206,6 +212,35 @@ void reply_version_conflict(request *req, bool from_if_match, int64_t current_ve
                           json_pack("{s:I, s:s}", "current_version", (json_int_t)current_version,
                                     "current_etag", etag));
     }
+}
+
+void reply_etag(request *req, int64_t version)
+{
+    char etag[32];
+    snprintf(etag, sizeof etag, "\"v%lld\"", (long long)version);
+    reply_header(req, "ETag", etag);
+}
+
+void reply_created(request *req, const char *collection, const char *key, json_t *body)
+{
+    char location[160];
+    snprintf(location, sizeof location, "%s/%s", collection, key);
+    reply_header(req, "Location", location);
+    reply_json(req, 201, body);
+}
+
+bool path_account_or_reply(request *req, int param, uint64_t *account)
+{
+    if (!path_id_or_reply(req, param, "acct", account))
+        return false;
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return false;
+    if (!account_owned(db, req->user.id, *account, NULL)) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
+        return false;
+    }
+    return true;
 }
 
 db_conn *reader_or_reply(request *req)

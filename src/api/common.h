@@ -41,6 +41,10 @@ bool path_id_or_reply(request *req, int param, const char *prefix, uint64_t *out
 /* Upper-cases a 3-letter currency into out; false if it is not 3 letters. */
 bool normalize_currency(const char *in, char out[4]);
 
+/* A row's created_at is the millisecond its Snowflake id carries, so (created_at, id) order,
+ * the order lists use, is the order ids were issued in and the order clients see. */
+int64_t created_at_of(uint64_t id);
+
 /* JSON helpers: ids and times as the contract writes them. */
 json_t *json_id(const char *prefix, uint64_t id);
 json_t *json_time(int64_t unix_us);
@@ -53,6 +57,18 @@ bool etag_not_modified_or_set(request *req, int64_t version);
  * reply_version_conflict after the atomic update failed. */
 bool if_match_version(request *req, int64_t *expected, bool *from_if_match);
 void reply_version_conflict(request *req, bool from_if_match, int64_t current_version);
+
+/* The optional body "version" of a §9 write, for a body_field table. */
+#define VERSION_FIELD                                                                              \
+    {                                                                                              \
+        "version", FIELD_INTEGER, false, 1, INT64_MAX                                              \
+    }
+/* Sets the strong ETag "v<version>" on a write's answer. */
+void reply_etag(request *req, int64_t version);
+/* 201 with `Location: <collection>/<key>` (key: the new resource's id, or a sku); takes body. */
+void reply_created(request *req, const char *collection, const char *key, json_t *body);
+/* The account named by path parameter `param`, when it is the caller's; else 404. */
+bool path_account_or_reply(request *req, int param, uint64_t *account);
 
 /* A user-owned row lookup through the thread's reader. */
 db_conn *reader_or_reply(request *req);

@@ -201,7 +201,7 @@ static void reply_processor_unavailable(request *req)
 static void finish_payment(request *req, payment *p)
 {
     p->id = app_next_id(req->app);
-    p->created_at = now_us();
+    p->created_at = created_at_of(p->id);
     int rc = commit_response(req, record_payment, p);
     if (rc == DB_CONSTRAINT) {
         /* The order was paid by another payment between our check and our commit. This charge

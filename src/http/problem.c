@@ -51,6 +51,7 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_DUPLICATE_SKU] = {409, "duplicate_sku", "SKU already exists", KEY_STORE},
     [ERR_OUT_OF_STOCK] = {409, "out_of_stock", "Not enough stock", KEY_STORE},
     [ERR_RATE_LIMITED] = {429, "rate_limited", "Too many requests", KEY_RELEASE},
+    [ERR_HEADERS_TOO_LARGE] = {431, "headers_too_large", "Too many request headers", KEY_RELEASE},
     [ERR_OVERLOADED] = {503, "overloaded", "Server overloaded", KEY_RELEASE},
     [ERR_SHUTTING_DOWN] = {503, "shutting_down", "Server shutting down", KEY_RELEASE},
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},

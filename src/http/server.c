@@ -12,6 +12,7 @@
 
 #include "core/ids.h"
 #include "core/timefmt.h"
+#include "http/conn_guard.h"
 #include "http/route.h"
 #include "http/workers.h"
 #include "idem/idem.h"
@@ -172,6 +173,10 @@ static void dispatch(request *req)
         reply_error(req, ERR_SHUTTING_DOWN, "the server is shutting down; retry on another node");
         return;
     }
+    if (MHD_get_connection_values(req->conn, MHD_HEADER_KIND, NULL, NULL) > a->cfg.max_headers) {
+        reply_error(req, ERR_HEADERS_TOO_LARGE, "too many request headers");
+        return;
+    }
     unsigned flags = req->route->flags;
     if (flags & ROUTE_AUTH) {
         /* Unknown callers are limited by address, so guessing keys is throttled too. */
@@ -245,6 +250,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         req->start_ns = monotonic_ns();
         set_request_id(req);
         *con_cls = req;
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (info)
+            conn_guard_headers_done(info->socket_context);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -294,6 +303,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     request *req = *con_cls;
     if (!req)
         return;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (info) /* the next request on this connection has its own header deadline */
+        conn_guard_rearm(a->guard, info->socket_context);
     double ms = (double)(monotonic_ns() - req->start_ns) / 1e6;
     metrics_observe_request(a->metrics, req->route ? req->route->name : "unmatched", req->method,
                             req->status, ms);
@@ -301,6 +314,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         access_log(req, ms);
     request_free(req);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    app *a = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = info ? conn_guard_open(a->guard, info->connect_fd) : NULL;
+    } else {
+        conn_guard_close(a->guard, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void release_thread_reader(void)
@@ -325,16 +352,17 @@ int http_server_start(app *a, char *err, size_t errlen)
         return -1;
     }
     int threads = a->cfg.threads > 0 ? (int)a->cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    a->guard = conn_guard_start(a->cfg.header_timeout_ms);
     a->workers = worker_pool_start((int)a->cfg.workers, run_waiting_request, release_thread_reader);
     a->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, 0, NULL, NULL,
         on_access, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)((a->cfg.idle_timeout_ms + 999) / 1000),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)a->cfg.max_connections,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)a->cfg.max_header_bytes * 2,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)((a->cfg.idle_timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)a->cfg.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)a->cfg.max_header_bytes * 2, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, MHD_OPTION_END);
     if (!a->daemon) {
         snprintf(err, errlen, "cannot listen on %s", a->cfg.listen);
         worker_pool_stop(a->workers);
@@ -364,4 +392,6 @@ void http_server_stop(app *a)
     nanosleep(&ts, NULL);
     MHD_stop_daemon(a->daemon);
     a->daemon = NULL;
+    conn_guard_stop(a->guard);
+    a->guard = NULL;
 }

@@ -21,7 +21,9 @@ static bool visible_ascii(char c)
 int idem_parse_key(const char *h, char out[256])
 {
     size_t n = strlen(h), o = 0;
-    if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
+    if (h[0] == '"') {
+        if (n < 2 || h[n - 1] != '"')
+            return -1; /* a quote opens a Structured-Fields string, which must be whole */
         /* Structured-Fields string: \" and \\ are its only escapes */
         for (size_t i = 1; i < n - 1; i++) {
             char c = h[i];

@@ -14,6 +14,7 @@ struct processor;
 struct auth_cache;
 struct metrics;
 struct worker_pool;
+struct conn_guard;
 
 typedef struct app {
     payd_config cfg;
@@ -27,6 +28,7 @@ typedef struct app {
     uint8_t cursor_key[32];
     struct worker_pool *workers;
     struct MHD_Daemon *daemon;
+    struct conn_guard *guard;
     atomic_bool shutting_down;
     atomic_int in_flight; /* requests handed to workers and not yet answered */
 } app;

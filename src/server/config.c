@@ -51,6 +51,8 @@ static const config_option options[] = {
      "on SIGTERM, how long requests in flight may take to finish"},
     {"idle-timeout", OPT_DURATION, FIELD(idle_timeout_ms), "30s", 1000, DAY_MS,
      "close a connection idle this long (slowloris guard)"},
+    {"header-timeout", OPT_DURATION, FIELD(header_timeout_ms), "10s", 100, DAY_MS,
+     "a request's headers must arrive within this, however slowly they trickle (slowloris)"},
     {"max-connections", OPT_INT, FIELD(max_connections), "4096", 1, 1000000,
      "most open client connections"},
     {"max-header-bytes", OPT_INT, FIELD(max_header_bytes), "16384", 1024, 1048576,

@@ -26,6 +26,7 @@ typedef struct payd_config {
     bool group_commit;
     int64_t shutdown_timeout_ms;
     int64_t idle_timeout_ms;
+    int64_t header_timeout_ms;
     int64_t max_connections;
     int64_t max_header_bytes;
     int64_t max_headers;

@@ -1,0 +1,294 @@
+"""Exactly-once payments: the idempotency engine, the simulator, crashes and recovery (§2, §5)."""
+
+import concurrent.futures
+import json
+import sqlite3
+import time
+import uuid
+
+import pytest
+
+
+def key():
+    return str(uuid.uuid4())
+
+
+def balance(user, acct):
+    return user.get("/v1/accounts/" + acct["id"]).json["balance"]
+
+
+def db_count(server, sql, *args):
+    with sqlite3.connect(server.db) as c:
+        return c.execute(sql, args).fetchone()[0]
+
+
+def payment_body(acct, amount=1000, source="tok_visa"):
+    return {"account_id": acct["id"], "amount": amount, "currency": "USD", "source": source}
+
+
+def test_replay_is_byte_identical(alice):
+    acct = alice.create_account()
+    k = key()
+    first = alice.post("/v1/payments", payment_body(acct), idem=k)
+    assert first.status == 201, first
+    assert first.header("location") == "/v1/payments/" + first.json["id"]
+    again = alice.post("/v1/payments", payment_body(acct), idem=k)
+    assert again.status == 201
+    assert again.raw == first.raw
+    assert again.header("idempotent-replayed") == "true"
+    assert again.header("location") == first.header("location")
+    assert first.header("idempotent-replayed") is None
+    assert balance(alice, acct) == 1000
+
+
+def test_declines_are_replayed_too(alice):
+    acct = alice.create_account()
+    k = key()
+    first = alice.post("/v1/payments", payment_body(acct, source="tok_chargeDeclined"), idem=k)
+    assert first.status == 402, first
+    body = first.json
+    assert body["code"] == "card_declined" and body["decline_code"] == "generic_decline"
+    assert body["payment"]["status"] == "failed"
+    again = alice.post("/v1/payments", payment_body(acct, source="tok_chargeDeclined"), idem=k)
+    assert again.status == 402 and again.raw == first.raw
+    assert again.header("idempotent-replayed") == "true"
+    r = alice.post("/v1/payments", payment_body(acct, source="tok_insufficientFunds"), idem=key())
+    assert r.status == 402 and r.json["decline_code"] == "insufficient_funds"
+    assert balance(alice, acct) == 0
+
+
+def test_reordered_keys_and_white_space_are_the_same_request(alice):
+    acct = alice.create_account()
+    k = key()
+    a = json.dumps({"account_id": acct["id"], "amount": 500, "currency": "USD",
+                    "source": "tok_visa", "metadata": {"b": "2", "a": "1"}}).encode()
+    b = ('{ "metadata" : {"a":"1",   "b":"2"},\n "source":"tok_visa", "currency" : "USD",'
+         ' "amount": 500, "account_id": "%s" }' % acct["id"]).encode()
+    h = {"Content-Type": "application/json", "Idempotency-Key": k}
+    r1 = alice.request("POST", "/v1/payments", raw_body=a, headers=h)
+    r2 = alice.request("POST", "/v1/payments", raw_body=b, headers=h)
+    assert r1.status == 201 and r2.status == 201
+    assert r2.raw == r1.raw and r2.header("idempotent-replayed") == "true"
+
+
+def test_quoted_and_bare_keys_are_the_same(alice):
+    acct = alice.create_account()
+    k = "k-" + uuid.uuid4().hex
+    r1 = alice.post("/v1/payments", payment_body(acct), idem=k)
+    r2 = alice.post("/v1/payments", payment_body(acct), idem='"%s"' % k)
+    assert r1.status == 201 and r2.raw == r1.raw
+    assert r2.header("idempotent-replayed") == "true"
+
+
+def test_missing_and_invalid_keys(alice):
+    acct = alice.create_account()
+    r = alice.post("/v1/payments", payment_body(acct))
+    assert r.status == 400 and r.json["code"] == "idempotency_key_missing"
+    for bad in ("x" * 256, "has space", '"unterminated', '""', '"bad\\escape"'):
+        r = alice.post("/v1/payments", payment_body(acct), idem=bad)
+        assert r.status == 400 and r.json["code"] == "idempotency_key_invalid", (bad, r)
+    assert alice.post("/v1/payments", payment_body(acct), idem="x" * 255).status == 201
+
+
+def test_changed_body_is_422_and_nothing_runs(alice):
+    acct = alice.create_account()
+    k = key()
+    assert alice.post("/v1/payments", payment_body(acct, 100), idem=k).status == 201
+    r = alice.post("/v1/payments", payment_body(acct, 200), idem=k)
+    assert r.status == 422 and r.json["code"] == "idempotency_key_reused"
+    assert balance(alice, acct) == 100
+    assert alice.get(f"/v1/accounts/{acct['id']}/payments/count").json["count"] == 1
+
+
+def test_two_users_with_one_key_never_meet(alice, bob):
+    a, b = alice.create_account(), bob.create_account()
+    k = key()
+    ra = alice.post("/v1/payments", payment_body(a, 100), idem=k)
+    rb = bob.post("/v1/payments", payment_body(b, 300), idem=k)
+    assert ra.status == 201 and rb.status == 201
+    assert rb.header("idempotent-replayed") is None
+    assert ra.json["id"] != rb.json["id"]
+    assert balance(alice, a) == 100 and balance(bob, b) == 300
+
+
+def test_validation_error_releases_the_key(alice, bob):
+    acct = alice.create_account()
+    k = key()
+    bad = payment_body(acct)
+    bad["amount"] = 0
+    r = alice.post("/v1/payments", bad, idem=k)
+    assert r.status == 400 and r.json["param"] == "amount"
+    r = alice.post("/v1/payments", dict(payment_body(acct), source="visa"), idem=k)
+    assert r.status == 400 and r.json["param"] == "source"
+    r = alice.post("/v1/payments", payment_body(bob.create_account()), idem=k)
+    assert r.status == 404 and r.json["code"] == "resource_missing"
+    r = alice.post("/v1/payments", payment_body(acct), idem=k)
+    assert r.status == 201, r
+    assert r.header("idempotent-replayed") is None
+
+
+def test_in_flight_request_gets_409(alice):
+    acct = alice.create_account()
+    k = key()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(alice.post, "/v1/payments", payment_body(acct, source="tok_slow"), k)
+        time.sleep(0.5)
+        second = alice.post("/v1/payments", payment_body(acct, source="tok_slow"), idem=k)
+        assert second.status == 409, second
+        assert second.json["code"] == "request_in_progress"
+        assert second.header("retry-after") == "1"
+        assert slow.result().status == 201
+    assert balance(alice, acct) == 1000
+
+
+def test_48_concurrent_requests_with_one_key(fresh_server):
+    s = fresh_server(["--rate-limit", "100000/s"])
+    user = s.create_user("racer")
+    acct = user.create_account()
+    k = key()
+    with concurrent.futures.ThreadPoolExecutor(48) as pool:
+        results = list(pool.map(lambda _: user.post("/v1/payments", payment_body(acct), idem=k),
+                                range(48)))
+    statuses = [r.status for r in results]
+    assert set(statuses) <= {201, 409}, statuses
+    created = {r.json["id"] for r in results if r.status == 201}
+    assert len(created) == 1
+    assert balance(user, acct) == 1000
+    assert db_count(s, "SELECT COUNT(*) FROM payments") == 1
+    assert db_count(s, "SELECT COUNT(*) FROM processor_charges") == 1
+
+
+def test_lost_response_then_retry_charges_once(alice):
+    acct = alice.create_account()
+    k = key()
+    body = payment_body(acct, 700, "tok_lostResponse")
+    first = alice.post("/v1/payments", body, idem=k)
+    assert first.status == 503, first
+    assert first.json["code"] == "processor_unavailable" and first.header("retry-after")
+    assert balance(alice, acct) == 0
+    second = alice.post("/v1/payments", body, idem=k)
+    assert second.status == 201, second
+    assert second.header("idempotent-replayed") is None
+    third = alice.post("/v1/payments", body, idem=k)
+    assert third.raw == second.raw
+    assert balance(alice, acct) == 700
+
+
+def test_processor_down_charges_nothing(server, alice):
+    acct = alice.create_account()
+    k = key()
+    for _ in range(2):
+        r = alice.post("/v1/payments", payment_body(acct, source="tok_processorDown"), idem=k)
+        assert r.status == 503 and r.json["code"] == "processor_unavailable"
+    assert balance(alice, acct) == 0
+    assert alice.get(f"/v1/accounts/{acct['id']}/payments/count").json["count"] == 0
+    assert db_count(server, "SELECT COUNT(*) FROM processor_charges WHERE source = 'tok_processorDown'") == 0
+
+
+def test_expired_key_runs_anew(fresh_server):
+    s = fresh_server(["--idempotency-ttl", "2s"])
+    user = s.create_user()
+    acct = user.create_account()
+    k = key()
+    first = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert user.post("/v1/payments", payment_body(acct), idem=k).raw == first.raw
+    time.sleep(3)
+    second = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert second.status == 201 and second.header("idempotent-replayed") is None
+    assert second.json["id"] != first.json["id"]
+    assert balance(user, acct) == 2000
+    # a new claim means a new processor key: the processor made a second charge
+    assert second.json["processor_charge_id"] != first.json["processor_charge_id"]
+
+
+def retry_until_final(user, body, k, attempts=20):
+    for _ in range(attempts):
+        r = user.post("/v1/payments", body, idem=k)
+        if r.status not in (409, 503):
+            return r
+        time.sleep(0.5)
+    return r
+
+
+def test_kill_during_slow_request_then_retry_yields_one_payment(fresh_server):
+    s = fresh_server()
+    user = s.create_user()
+    acct = user.create_account()
+    k = key()
+    body = payment_body(acct, 900, "tok_slow")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(user.post, "/v1/payments", body, k)
+        time.sleep(0.7)
+        s.kill9()
+        with pytest.raises(Exception):
+            pending.result()
+    s.args = ["--idempotency-lock-timeout", "1s", "--processor-timeout", "500ms",
+              "--recovery-interval", "200ms"]
+    s.start(s.port)
+    time.sleep(1.2)
+    r = retry_until_final(user, body, k)
+    assert r.status == 201, r
+    assert balance(user, acct) == 900
+    assert user.get(f"/v1/accounts/{acct['id']}/payments/count").json["count"] == 1
+    assert db_count(s, "SELECT COUNT(*) FROM processor_charges") == 1
+
+
+def test_kill_after_201_then_replay_is_identical(fresh_server):
+    s = fresh_server()
+    user = s.create_user()
+    acct = user.create_account()
+    k = key()
+    first = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert first.status == 201
+    s.kill9()
+    s.start(s.port)
+    assert user.get("/v1/payments/" + first.json["id"]).json == first.json
+    again = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert again.raw == first.raw and again.header("idempotent-replayed") == "true"
+
+
+def test_crash_between_charge_and_record_is_recovered_without_retry(fresh_server):
+    s = fresh_server(env={"PAYD_FAULT": "crash-after-charge"})
+    user = s.create_user()
+    acct = user.create_account()
+    k = key()
+    with pytest.raises(Exception):
+        user.post("/v1/payments", payment_body(acct, 1234), idem=k)
+    s.proc.wait(10)
+    assert db_count(s, "SELECT COUNT(*) FROM processor_charges") == 1
+    assert db_count(s, "SELECT COUNT(*) FROM payments") == 0
+    s.log.close()
+    s.env.pop("PAYD_FAULT")
+    s.args = ["--idempotency-lock-timeout", "1s", "--processor-timeout", "500ms",
+              "--recovery-interval", "200ms"]
+    s.start(s.port)
+    deadline = time.time() + 10
+    while time.time() < deadline and balance(user, acct) == 0:
+        time.sleep(0.2)
+    assert balance(user, acct) == 1234
+    assert db_count(s, "SELECT COUNT(*) FROM payments") == 1
+    # the client's late retry now gets the recovered answer
+    r = user.post("/v1/payments", payment_body(acct, 1234), idem=k)
+    assert r.status == 201 and r.header("idempotent-replayed") == "true"
+    assert r.json["amount"] == 1234
+
+
+def test_get_payment_and_other_users_payment(alice, bob):
+    acct = alice.create_account()
+    p = alice.post("/v1/payments", dict(payment_body(acct), description="tea",
+                                        metadata={"order": "42"}), idem=key()).json
+    g = alice.get("/v1/payments/" + p["id"])
+    assert g.status == 200 and g.json == p
+    assert p["metadata"] == {"order": "42"} and p["description"] == "tea"
+    assert set(p) == {"id", "object", "account_id", "amount", "currency", "status", "source",
+                      "order_id", "description", "metadata", "refunded_amount",
+                      "processor_charge_id", "created_at"}
+    assert bob.get("/v1/payments/" + p["id"]).status == 404
+
+
+def test_currency_must_match_the_account(alice):
+    acct = alice.create_account("EUR")
+    r = alice.post("/v1/payments", payment_body(acct), idem=key())
+    assert r.status == 400 and r.json["param"] == "currency"
+    r = alice.post("/v1/payments", dict(payment_body(acct), currency="eur"), idem=key())
+    assert r.status == 201 and r.json["currency"] == "EUR"
