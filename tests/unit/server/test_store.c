@@ -1,0 +1,122 @@
+/* The group-commit store: many concurrent jobs share transactions, and a job that fails undoes
+ * only its own writes. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store/store.h"
+
+#define THREADS         32
+#define JOBS_PER_THREAD 50
+
+typedef struct job_arg {
+    int64_t n;
+} job_arg;
+
+/* Inserts a secret row; odd jobs then fail after writing, so their row must vanish. */
+static int insert_then_maybe_fail(db_conn *db, void *arg)
+{
+    job_arg *a = arg;
+    char name[32];
+    snprintf(name, sizeof name, "job-%lld", (long long)a->n);
+    if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) != DB_DONE)
+        return -1;
+    return a->n % 2 ? 1 : 0;
+}
+
+typedef struct worker {
+    store *s;
+    int index;
+    int failures, successes;
+} worker;
+
+static void *run_jobs(void *p)
+{
+    worker *w = p;
+    for (int i = 0; i < JOBS_PER_THREAD; i++) {
+        job_arg a = {.n = (int64_t)w->index * JOBS_PER_THREAD + i};
+        int rc = store_write(w->s, insert_then_maybe_fail, &a);
+        if (rc == 0)
+            w->successes++;
+        else if (rc == 1)
+            w->failures++;
+    }
+    store_release_reader(w->s);
+    return NULL;
+}
+
+static void run(int max_batch, bool expect_batches)
+{
+    char path[] = "/tmp/payd-store-test-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    char err[256];
+    store_options opt = {.url = path, .max_batch = max_batch};
+    store *s = store_open(&opt, err, sizeof err);
+    assert_non_null(s);
+    pthread_t threads[THREADS];
+    worker workers[THREADS] = {0};
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (worker){.s = s, .index = i};
+        pthread_create(&threads[i], NULL, run_jobs, &workers[i]);
+    }
+    int ok = 0, failed = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        ok += workers[i].successes;
+        failed += workers[i].failures;
+    }
+    assert_int_equal(ok, THREADS * JOBS_PER_THREAD / 2);
+    assert_int_equal(failed, THREADS * JOBS_PER_THREAD / 2);
+
+    db_conn *r = store_reader(s);
+    db_stmt *st = db_query(r, "SELECT COUNT(*) FROM secrets WHERE name LIKE 'job-%'", "");
+    assert_int_equal(db_step(st), DB_ROW);
+    assert_int_equal(db_int(st, 0), ok); /* every kept job, no failed one */
+    db_done(st);
+    st = db_query(r, "SELECT COUNT(*) FROM secrets WHERE name IN ('job-1', 'job-3', 'job-5')", "");
+    assert_int_equal(db_step(st), DB_ROW);
+    assert_int_equal(db_int(st, 0), 0);
+    db_done(st);
+
+    store_stats stats;
+    store_get_stats(s, &stats);
+    assert_int_equal(stats.jobs, THREADS * JOBS_PER_THREAD);
+    if (expect_batches)
+        assert_true(stats.batches < stats.jobs); /* jobs shared transactions */
+    else
+        assert_int_equal(stats.batches, stats.jobs);
+    store_close(s);
+    unlink(path);
+    char side[64];
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+static void test_group_commit_isolates_failed_jobs(void **state)
+{
+    run(64, true);
+}
+
+static void test_one_transaction_per_job(void **state)
+{
+    run(1, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_group_commit_isolates_failed_jobs),
+        cmocka_unit_test(test_one_transaction_per_job),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
