@@ -15,6 +15,8 @@ import pytest
 
 PAYD = os.environ.get("PAYD_BIN", os.path.join(os.path.dirname(__file__), "../../build/payd"))
 PAYCTL = os.environ.get("PAYCTL_BIN", os.path.join(os.path.dirname(__file__), "../../build/payctl"))
+# PAYD_TEST_BACKEND=postgres runs the same suites against a PostgreSQL the harness starts itself.
+BACKEND = os.environ.get("PAYD_TEST_BACKEND", "sqlite")
 
 
 def free_port():
@@ -45,6 +47,11 @@ class Payd:
 
     def __init__(self, tmpdir, args=(), env=None, db=None):
         self.tmpdir = tmpdir
+        self.pg_database = None
+        if db is None and BACKEND == "postgres":
+            import pg
+            self.pg_database = pg.cluster().new_database()
+            db = pg.cluster().url(self.pg_database)
         self.db = db or os.path.join(tmpdir, "payd.db")
         self.args = list(args)
         self.env = dict(os.environ, **(env or {}))
@@ -89,6 +96,16 @@ class Payd:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self.log.close()
+
+    def sql(self, query):
+        """The first column of the first row of query, on whichever backend this server uses."""
+        if self.pg_database:
+            import pg
+            out = pg.cluster().psql(query, self.pg_database)
+            return int(out) if out.lstrip("-").isdigit() else out
+        import sqlite3
+        with sqlite3.connect(self.db) as c:
+            return c.execute(query).fetchone()[0]
 
     def read_log(self):
         with open(self.log_path, "rb") as f:

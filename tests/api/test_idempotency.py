@@ -2,7 +2,6 @@
 
 import concurrent.futures
 import json
-import sqlite3
 import time
 import uuid
 
@@ -17,9 +16,8 @@ def balance(user, acct):
     return user.get("/v1/accounts/" + acct["id"]).json["balance"]
 
 
-def db_count(server, sql, *args):
-    with sqlite3.connect(server.db) as c:
-        return c.execute(sql, args).fetchone()[0]
+def db_count(server, sql):
+    return server.sql(sql)
 
 
 def payment_body(acct, amount=1000, source="tok_visa"):
