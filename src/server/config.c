@@ -25,6 +25,8 @@ static const config_option options[] = {
     {"node-id", OPT_INT, FIELD(node_id), "0", 0, 1023, "Snowflake node id, unique per node"},
     {"processor", OPT_STRING, FIELD(processor), "builtin", 0, 0,
      "card processor: builtin (the simulator) or http://HOST:PORT"},
+    {"rate-limiting", OPT_BOOL, FIELD(rate_limiting), "true", 0, 0,
+     "false turns the per-user limiter off (for benchmarks that measure its cost)"},
     {"rate-limit", OPT_RATE, FIELD(rate_limit), "100/s", 0, 0,
      "default per-user request rate, e.g. 100/s, 6000/m"},
     {"rate-burst", OPT_INT, FIELD(rate_burst), "0", 0, 1000000000,
@@ -170,8 +172,12 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
             return -1;
         }
         const char *value = eq ? eq + 1 : NULL;
-        if (!value && o->type == OPT_BOOL)
-            value = "true";
+        if (!value && o->type == OPT_BOOL) {
+            /* --flag alone means true; --flag true|false also reads */
+            bool explicit_value = i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
+                                                   !strcmp(argv[i + 1], "false"));
+            value = explicit_value ? argv[++i] : "true";
+        }
         if (!value) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--%s needs a value", o->flag);

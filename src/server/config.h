@@ -13,6 +13,7 @@ typedef struct payd_config {
     char db[512];
     int64_t node_id;
     char processor[256];
+    bool rate_limiting;
     rate_spec rate_limit;
     int64_t rate_burst;
     int64_t idempotency_ttl_ms;

@@ -37,6 +37,8 @@ static int64_t ceil_seconds(int64_t ns)
 bool rate_limit_or_reply(request *req)
 {
     app *a = req->app;
+    if (!a->cfg.rate_limiting)
+        return true;
     gcra_policy own;
     const gcra_policy *policy = &a->default_rate;
     if (req->authenticated && req->user.rate_count > 0) {

@@ -1,0 +1,181 @@
+/* Every payctl command as data: where it sends each option. API.md §3-§10 is the source. */
+#include "cli/cli.h"
+
+#include <stddef.h>
+
+/* One option: --NAME METAVAR, its kind, where its value goes, required or not, and its help. */
+#define OPT(name, metavar, kind, target, field, required, help)                                    \
+    {                                                                                              \
+        name, metavar, kind, target, field, required, help                                         \
+    }
+#define OPTIONS(...) ((const option_spec[]){__VA_ARGS__, {0}})
+#define NO_OPTIONS   ((const option_spec[]){{0}})
+/* One command: group, verb, kind, method, path(s), the option a bare argument fills, help. */
+#define COMMAND(group, verb, kind, method, paths, positional, summary, options)                    \
+    {                                                                                              \
+        group, verb, kind, method, paths, positional, summary, options                             \
+    }
+#define PATHS(...)                                                                                 \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
+
+/* Options shared by several commands, one definition each. */
+#define IDEMPOTENCY_KEY                                                                            \
+    OPT("idempotency-key", "KEY", VALUE_STRING, TO_IDEMPOTENCY_KEY, NULL, false,                   \
+        "reuse this key instead of a fresh UUIDv4 (to resume an earlier attempt)")
+#define CURRENCY                                                                                   \
+    OPT("currency", "CODE", VALUE_STRING, TO_BODY, "currency", true, "three letters, e.g. USD")
+#define AMOUNT(required, help) OPT("amount", "N", VALUE_INTEGER, TO_BODY, "amount", required, help)
+#define DESCRIPTION                                                                                \
+    OPT("description", "TEXT", VALUE_STRING, TO_BODY, "description", false,                        \
+        "free text, at most 500 characters")
+#define ID_IN_PATH(what) OPT("id", "ID", VALUE_STRING, TO_PATH, "id", true, what)
+#define ACCOUNT_IN_PATH  OPT("account", "ID", VALUE_STRING, TO_PATH, "account", true, "the account")
+/* Optimistic concurrency (§9): either form guards a write. */
+#define VERSION_CHECK                                                                              \
+    OPT("version", "N", VALUE_INTEGER, TO_BODY, "version", false,                                  \
+        "apply only if the current version is N (else 409 version_conflict)"),                     \
+        OPT("if-match", "ETAG", VALUE_STRING, TO_IF_MATCH, NULL, false,                            \
+            "apply only if the ETag still matches (else 412 version_conflict)")
+#define PAYMENT_FILTERS                                                                            \
+    OPT("status", "S", VALUE_STRING, TO_QUERY, "status", false,                                    \
+        "succeeded, failed, partially_refunded or refunded"),                                      \
+        OPT("created-gte", "TIME", VALUE_STRING, TO_QUERY, "created_gte", false,                   \
+            "created at or after this RFC 3339 time"),                                             \
+        OPT("created-lt", "TIME", VALUE_STRING, TO_QUERY, "created_lt", false,                     \
+            "created before this RFC 3339 time")
+/* Every list command takes these (§4). */
+#define LIST_OPTIONS                                                                               \
+    OPT("limit", "N", VALUE_INTEGER, TO_QUERY, "limit", false,                                     \
+        "items per page, 1-100 (default 20)"),                                                     \
+        OPT("cursor", "CURSOR", VALUE_STRING, TO_QUERY, "cursor", false,                           \
+            "start at this cursor (from an earlier page's next_cursor)"),                          \
+        OPT("all", NULL, VALUE_NONE, TO_PAYCTL, NULL, false,                                       \
+            "follow next_cursor through every page"),                                              \
+        OPT("format", "jsonl|page", VALUE_STRING, TO_PAYCTL, NULL, false,                          \
+            "jsonl: one item per line (default); page: the page object, cursors included")
+
+const command payctl_commands[] = {
+    COMMAND("payments", "create", COMMAND_SINGLE, "POST", PATHS("/v1/payments"), NULL,
+            "Charge a source and credit an account. Safe to retry: every attempt sends the same "
+            "Idempotency-Key.",
+            OPTIONS(OPT("account", "ID", VALUE_STRING, TO_BODY, "account_id", true,
+                        "account to credit"),
+                    AMOUNT(true, "minor units, e.g. 4200 for 42.00"), CURRENCY,
+                    OPT("source", "TOKEN", VALUE_STRING, TO_BODY, "source", true,
+                        "payment source, e.g. tok_visa"),
+                    OPT("order", "ID", VALUE_STRING, TO_BODY, "order_id", false,
+                        "the order this payment pays"),
+                    DESCRIPTION,
+                    OPT("metadata", "KEY=VALUE", VALUE_METADATA, TO_BODY, "metadata", false,
+                        "attach a string; repeat for more (at most 20)"),
+                    IDEMPOTENCY_KEY)),
+    COMMAND("payments", "get", COMMAND_SINGLE, "GET", PATHS("/v1/payments/{id}"), "id",
+            "Show one payment.", OPTIONS(ID_IN_PATH("the payment"))),
+    COMMAND("payments", "list", COMMAND_LIST, "GET", PATHS("/v1/accounts/{account}/payments"), NULL,
+            "List an account's payments, newest first, as JSON Lines.",
+            OPTIONS(ACCOUNT_IN_PATH, PAYMENT_FILTERS, LIST_OPTIONS)),
+    COMMAND("payments", "export", COMMAND_EXPORT, "GET", PATHS("/v1/accounts/{account}/payments"),
+            NULL,
+            "Write every payment of an account, following every page. Draws a progress line "
+            "when stderr is a terminal.",
+            OPTIONS(ACCOUNT_IN_PATH, PAYMENT_FILTERS,
+                    OPT("format", "jsonl|csv", VALUE_STRING, TO_PAYCTL, NULL, false,
+                        "jsonl: one payment per line (default); csv: a header row, then a row "
+                        "each"),
+                    OPT("output", "FILE", VALUE_STRING, TO_PAYCTL, NULL, false,
+                        "write here instead of stdout; the file appears only once complete"),
+                    OPT("limit", "N", VALUE_INTEGER, TO_QUERY, "limit", false,
+                        "items per page, 1-100 (default 100)"))),
+    COMMAND("payments", "count", COMMAND_SINGLE, "GET",
+            PATHS("/v1/accounts/{account}/payments/count"), NULL,
+            "Count an account's payments (a separate call because it costs a scan).",
+            OPTIONS(ACCOUNT_IN_PATH, PAYMENT_FILTERS)),
+
+    COMMAND("refunds", "create", COMMAND_SINGLE, "POST", PATHS("/v1/payments/{payment}/refunds"),
+            "payment", "Refund a payment, in full or in part. Safe to retry, like payments create.",
+            OPTIONS(OPT("payment", "ID", VALUE_STRING, TO_PATH, "payment", true,
+                        "the payment to refund"),
+                    AMOUNT(false, "minor units (default: all that is left)"),
+                    OPT("reason", "R", VALUE_STRING, TO_BODY, "reason", false,
+                        "requested_by_customer, duplicate or fraudulent"),
+                    IDEMPOTENCY_KEY)),
+    COMMAND("refunds", "list", COMMAND_LIST, "GET", PATHS("/v1/payments/{payment}/refunds"),
+            "payment", "List a payment's refunds as JSON Lines.",
+            OPTIONS(OPT("payment", "ID", VALUE_STRING, TO_PATH, "payment", true, "the payment"),
+                    LIST_OPTIONS)),
+
+    COMMAND("orders", "create", COMMAND_SINGLE, "POST", PATHS("/v1/orders"), NULL,
+            "Create an order. A second order with the same external id is refused (409).",
+            OPTIONS(OPT("external-id", "X", VALUE_STRING, TO_BODY, "external_order_id", true,
+                        "your own order number, unique per user"),
+                    AMOUNT(true, "minor units"), CURRENCY, DESCRIPTION, IDEMPOTENCY_KEY)),
+    COMMAND("orders", "get", COMMAND_SINGLE, "GET", PATHS("/v1/orders/{id}"), "id",
+            "Show one order.", OPTIONS(ID_IN_PATH("the order"))),
+    COMMAND("orders", "list", COMMAND_LIST, "GET", PATHS("/v1/orders"), NULL,
+            "List your orders, newest first, as JSON Lines.",
+            OPTIONS(OPT("status", "S", VALUE_STRING, TO_QUERY, "status", false,
+                        "only orders in this status"),
+                    LIST_OPTIONS)),
+    COMMAND("orders", "set-status", COMMAND_SINGLE, "PUT", PATHS("/v1/orders/{id}/status"), "id",
+            "Move an order along its state machine (cancelled, shipped, completed).",
+            OPTIONS(ID_IN_PATH("the order"),
+                    OPT("status", "S", VALUE_STRING, TO_BODY, "status", true, "the target status"),
+                    VERSION_CHECK)),
+
+    COMMAND(
+        "transfers", "create", COMMAND_SINGLE, "POST", PATHS("/v1/transfers"), NULL,
+        "Move money between two of your accounts. biz_seq is the dedupe key: repeating it "
+        "replays the first answer.",
+        OPTIONS(OPT("biz-seq", "S", VALUE_STRING, TO_BODY, "biz_seq", true,
+                    "your business serial number, unique per user"),
+                OPT("from", "ID", VALUE_STRING, TO_BODY, "from_account", true, "account to debit"),
+                OPT("to", "ID", VALUE_STRING, TO_BODY, "to_account", true, "account to credit"),
+                AMOUNT(true, "minor units"), CURRENCY, DESCRIPTION)),
+    COMMAND("transfers", "get", COMMAND_SINGLE, "GET",
+            PATHS("/v1/transfers/{id}", "/v1/transfers/by-biz-seq/{biz_seq}"), "id",
+            "Show a transfer, by id or by biz_seq (did my transfer happen?).",
+            OPTIONS(OPT("id", "ID", VALUE_STRING, TO_PATH, "id", false, "the transfer"),
+                    OPT("biz-seq", "S", VALUE_STRING, TO_PATH, "biz_seq", false,
+                        "find it by your business serial number instead"))),
+
+    COMMAND(
+        "accounts", "create", COMMAND_SINGLE, "POST", PATHS("/v1/accounts"), NULL,
+        "Open an account.",
+        OPTIONS(CURRENCY,
+                OPT("name", "NAME", VALUE_STRING, TO_BODY, "name", false, "at most 100 characters"),
+                IDEMPOTENCY_KEY)),
+    COMMAND("accounts", "get", COMMAND_SINGLE, "GET", PATHS("/v1/accounts/{id}"), "id",
+            "Show one account and its balance.", OPTIONS(ID_IN_PATH("the account"))),
+    COMMAND("accounts", "list", COMMAND_LIST, "GET", PATHS("/v1/accounts"), NULL,
+            "List your accounts as JSON Lines.", OPTIONS(LIST_OPTIONS)),
+
+    COMMAND("users", "me", COMMAND_SINGLE, "GET", PATHS("/v1/users/me"), NULL,
+            "Show the user the API key belongs to.", NO_OPTIONS),
+    COMMAND(
+        "users", "update", COMMAND_SINGLE, "PATCH", PATHS("/v1/users/me"), NULL,
+        "Change your name or email.",
+        OPTIONS(OPT("name", "NAME", VALUE_STRING, TO_BODY, "name", false, "at most 100 characters"),
+                OPT("email", "EMAIL", VALUE_STRING, TO_BODY, "email", false, "contact address"),
+                VERSION_CHECK)),
+
+    COMMAND("products", "create", COMMAND_SINGLE, "POST", PATHS("/v1/products"), NULL,
+            "Create a product with its stock.",
+            OPTIONS(OPT("sku", "SKU", VALUE_STRING, TO_BODY, "sku", true,
+                        "[A-Za-z0-9_-], 1-64 characters"),
+                    OPT("name", "NAME", VALUE_STRING, TO_BODY, "name", true, "product name"),
+                    OPT("stock", "N", VALUE_INTEGER, TO_BODY, "stock", true, "units on hand"),
+                    IDEMPOTENCY_KEY)),
+    COMMAND("products", "get", COMMAND_SINGLE, "GET", PATHS("/v1/products/{sku}"), "sku",
+            "Show a product and its stock.",
+            OPTIONS(OPT("sku", "SKU", VALUE_STRING, TO_PATH, "sku", true, "the product"))),
+    COMMAND(
+        "products", "reserve", COMMAND_SINGLE, "POST", PATHS("/v1/products/{sku}/reservations"),
+        "sku", "Reserve stock; never oversells, however many reserve at once. Safe to retry.",
+        OPTIONS(OPT("sku", "SKU", VALUE_STRING, TO_PATH, "sku", true, "the product"),
+                OPT("quantity", "N", VALUE_INTEGER, TO_BODY, "quantity", true, "1-1000000"),
+                OPT("order", "ID", VALUE_STRING, TO_BODY, "order_id", false, "the order it is for"),
+                IDEMPOTENCY_KEY)),
+    {0},
+};
