@@ -229,6 +229,25 @@ void reply_created(request *req, const char *collection, const char *key, json_t
     reply_json(req, 201, body);
 }
 
+int reply_versioned_write(request *req, db_stmt *st, int version_col, bool applied,
+                          int64_t expected, bool from_if_match, json_t *(*to_json)(db_stmt *),
+                          const char *missing)
+{
+    int rc = 0;
+    if (db_step(st) != DB_ROW) {
+        reply_error(req, ERR_RESOURCE_MISSING, missing);
+    } else if (applied) {
+        reply_etag(req, db_int(st, version_col));
+        reply_json(req, 200, to_json(st));
+    } else if (expected == 0 || db_int(st, version_col) == expected) {
+        rc = DB_BUSY;
+    } else {
+        reply_version_conflict(req, from_if_match, db_int(st, version_col));
+    }
+    db_done(st);
+    return rc;
+}
+
 bool path_account_or_reply(request *req, int param, uint64_t *account)
 {
     if (!path_id_or_reply(req, param, "acct", account))

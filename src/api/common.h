@@ -67,6 +67,14 @@ void reply_version_conflict(request *req, bool from_if_match, int64_t current_ve
 void reply_etag(request *req, int64_t version);
 /* 201 with `Location: <collection>/<key>` (key: the new resource's id, or a sku); takes body. */
 void reply_created(request *req, const char *collection, const char *key, json_t *body);
+/* The answer to a §9 write, from its row re-read after the conditional UPDATE in the same job
+ * (st: not yet stepped; finished here): 404 `missing` when there is no row, 200 with the new
+ * ETag when the UPDATE applied, else 412/409 version_conflict. Returns DB_BUSY when the row
+ * matches after all (PostgreSQL: it changed between the two statements), so the job runs
+ * again; else 0. */
+int reply_versioned_write(request *req, db_stmt *st, int version_col, bool applied,
+                          int64_t expected, bool from_if_match, json_t *(*to_json)(db_stmt *),
+                          const char *missing);
 /* The account named by path parameter `param`, when it is the caller's; else 404. */
 bool path_account_or_reply(request *req, int param, uint64_t *account);
 

@@ -21,4 +21,29 @@ void payments_get(request *req);
 void payments_list(request *req);
 void payments_count(request *req);
 
+void refunds_create(request *req);
+void refunds_recover(request *req);
+void refunds_list(request *req);
+json_t *refund_json(db_stmt *st);
+
+void orders_create(request *req);
+void orders_get(request *req);
+void orders_list(request *req);
+void orders_set_status(request *req);
+json_t *order_json(db_stmt *st);
+
+void transfers_create(request *req);
+void transfers_get(request *req);
+void transfers_get_by_biz_seq(request *req);
+void transfers_list(request *req);
+json_t *transfer_json(db_stmt *st);
+
+void users_me(request *req);
+void users_update(request *req);
+
+void products_create(request *req);
+void products_get(request *req);
+void products_update(request *req);
+void reservations_create(request *req);
+
 #endif

@@ -102,8 +102,11 @@ static int record_payment(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return -1;
     if (approved) {
-        if (db_exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", "ii",
-                    (int64_t)p->account_id, p->amount) != DB_DONE)
+        if (db_exec(db,
+                    "UPDATE accounts SET balance = balance + $2, version = version + 1, "
+                    "updated_at = $3 WHERE id = $1",
+                    "iii",
+                    (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
             return -1;
         if (p->order_id &&
             (db_exec(db,
@@ -204,8 +207,20 @@ static void finish_payment(request *req, payment *p)
     p->created_at = created_at_of(p->id);
     int rc = commit_response(req, record_payment, p);
     if (rc == DB_CONSTRAINT) {
-        /* The order was paid by another payment between our check and our commit. This charge
-         * is stored as nothing: answer as the business guard says. */
+        /* The order was paid by another payment between our check and our commit: this charge
+         * must not stay. It is voided with a refund under a key of its own (deduplicated like
+         * any call); if that refund is in doubt too, the key stays resumable and a retry voids
+         * it again. */
+        if (p->charge.status == PROC_APPROVED) {
+            char void_key[80];
+            snprintf(void_key, sizeof void_key, "%s:void", req->idem->processor_key);
+            proc_result voided =
+                processor_refund(req->app->processor, void_key, p->charge.id, p->amount);
+            if (voided.status != PROC_APPROVED) {
+                reply_processor_unavailable(req);
+                return;
+            }
+        }
         db_conn *db = store_reader(req->app->store);
         if (db)
             order_payable_or_reply(req, db, p);

@@ -31,6 +31,26 @@ const route payd_routes[] = {
 
     R_RECOVER("POST", "/v1/payments", payments_create, WRITE | IDEM, payments_recover),
     R("GET", "/v1/payments/{id}", payments_get, AUTH),
+    R_RECOVER("POST", "/v1/payments/{id}/refunds", refunds_create, WRITE | IDEM, refunds_recover),
+    R("GET", "/v1/payments/{id}/refunds", refunds_list, AUTH),
+
+    R("POST", "/v1/orders", orders_create, WRITE | IDEM_OK),
+    R("GET", "/v1/orders", orders_list, AUTH),
+    R("GET", "/v1/orders/{id}", orders_get, AUTH),
+    R("PUT", "/v1/orders/{id}/status", orders_set_status, WRITE),
+
+    R("POST", "/v1/transfers", transfers_create, WRITE),
+    R("GET", "/v1/transfers/{id}", transfers_get, AUTH),
+    R("GET", "/v1/transfers/by-biz-seq/{biz_seq}", transfers_get_by_biz_seq, AUTH),
+    R("GET", "/v1/accounts/{id}/transfers", transfers_list, AUTH),
+
+    R("GET", "/v1/users/me", users_me, AUTH),
+    R("PATCH", "/v1/users/me", users_update, WRITE),
+
+    R("POST", "/v1/products", products_create, WRITE | IDEM_OK),
+    R("GET", "/v1/products/{sku}", products_get, AUTH),
+    R("PATCH", "/v1/products/{sku}", products_update, WRITE),
+    R("POST", "/v1/products/{sku}/reservations", reservations_create, WRITE | IDEM),
 };
 
 const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

@@ -90,6 +90,12 @@ static const char *const migrations[] = {
     "  amount BIGINT NOT NULL, created_at BIGINT NOT NULL);"
 
     "CREATE TABLE secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);",
+
+    /* 2: a refund row remembers the processor key of the claim that made it, so a retry or the
+     * recoverer finds the refund it reserved (status 'pending') and finishes it instead of
+     * reserving again; unique, so one claim can never hold two refunds */
+    "ALTER TABLE refunds ADD COLUMN processor_key TEXT;"
+    "CREATE UNIQUE INDEX refunds_processor_key ON refunds (processor_key);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -1,0 +1,321 @@
+/* Refunds (§6). Money leaves through the processor only after the refund holds it here:
+ *
+ *   1. reserve (one write job): the payment's refunded_amount grows by one conditional UPDATE
+ *      (`refunded_amount + a <= amount`), the account is debited by another (`balance >= a`),
+ *      the refund row is inserted as 'pending' under the claim's processor key, and a payment
+ *      refunded in full moves its order to 'refunded'. Racing refunds are decided here, so they
+ *      never sum past the payment and the losers never reach the processor.
+ *   2. processor_refund with the claim's processor key (blocking, outside any job).
+ *   3. confirm (one write job, with the key's stored answer): the refund becomes 'succeeded'.
+ *
+ * If the processor does not answer, the key is left in doubt with the refund pending: a retry
+ * with the same key (or the recoverer) finds the pending refund by its processor key and goes on
+ * from step 2; the processor deduplicates on the key, so money moves once. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/common.h"
+#include "api/handlers.h"
+#include "api/pagination.h"
+#include "core/timefmt.h"
+#include "idem/idem.h"
+#include "processor/processor.h"
+
+#define REFUND_COLUMNS "id, payment_id, amount, reason, status, created_at"
+
+/* A reserve job that refused after a write: its savepoint is undone, and the idempotency engine
+ * stores the answer (insufficient_funds) in a job of its own. */
+#define RESERVE_UNDONE 1
+
+json_t *refund_json(db_stmt *st)
+{
+    return json_pack("{s:o, s:s, s:o, s:I, s:o, s:s, s:o}", "id",
+                     json_id("re", (uint64_t)db_int(st, 0)), "object", "refund", "payment_id",
+                     json_id("pay", (uint64_t)db_int(st, 1)), "amount", (json_int_t)db_int(st, 2),
+                     "reason", json_string_or_null(db_text(st, 3)), "status", db_text(st, 4),
+                     "created_at", json_time(db_int(st, 5)));
+}
+
+typedef struct refund {
+    request *req;
+    uint64_t id, payment_id, account_id;
+    int64_t amount, created_at;
+    const char *reason;
+    char status[24]; /* the refund's, once it exists */
+    char charge_id[64];
+    proc_result processor;
+} refund;
+
+static json_t *new_refund_json(const refund *r)
+{
+    return json_pack("{s:o, s:s, s:o, s:I, s:o, s:s, s:o}", "id", json_id("re", r->id), "object",
+                     "refund", "payment_id", json_id("pay", r->payment_id), "amount",
+                     (json_int_t)r->amount, "reason", json_string_or_null(r->reason), "status",
+                     "succeeded", "created_at", json_time(r->created_at));
+}
+
+static void reply_exceeds(request *req, int64_t refundable)
+{
+    reply_error_extra(req, ERR_AMOUNT_EXCEEDS_REFUNDABLE,
+                      refundable > 0 ? "the amount exceeds what is left to refund"
+                                     : "the payment is already refunded in full",
+                      json_pack("{s:I}", "refundable_amount", (json_int_t)refundable));
+}
+
+static void reply_in_doubt(request *req)
+{
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_PROCESSOR_UNAVAILABLE,
+                "the processor did not confirm the refund; retry with the same Idempotency-Key");
+}
+
+/* ---- 1. reserve ---- */
+
+static int reserve_refund(db_conn *db, void *arg)
+{
+    refund *r = arg;
+    request *req = r->req;
+    db_status rc =
+        db_exec(db,
+                "UPDATE payments SET refunded_amount = refunded_amount + $2, "
+                "status = CASE WHEN refunded_amount + $2 = amount THEN 'refunded' "
+                "ELSE 'partially_refunded' END "
+                "WHERE id = $1 AND status <> 'failed' AND refunded_amount + $2 <= amount",
+                "ii", (int64_t)r->payment_id, r->amount);
+    if (rc != DB_DONE)
+        return rc;
+    if (db_changes(db) == 0) {
+        /* another refund took what was left first; nothing was written */
+        db_stmt *st = db_query(db, "SELECT amount - refunded_amount FROM payments WHERE id = $1",
+                               "i", (int64_t)r->payment_id);
+        reply_exceeds(req, db_step(st) == DB_ROW ? db_int(st, 0) : 0);
+        db_done(st);
+        return 0;
+    }
+    rc = db_exec(db,
+                 "UPDATE accounts SET balance = balance - $2, version = version + 1, "
+                 "updated_at = $3 WHERE id = $1 AND balance >= $2",
+                 "iii", (int64_t)r->account_id, r->amount, r->created_at);
+    if (rc != DB_DONE)
+        return rc;
+    if (db_changes(db) == 0) {
+        reply_error(req, ERR_INSUFFICIENT_FUNDS, "the account balance cannot cover the refund");
+        return RESERVE_UNDONE;
+    }
+    rc = db_exec(db,
+                 "INSERT INTO refunds (id, user_id, payment_id, amount, reason, status, "
+                 "created_at, processor_key) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
+                 "iiiisis", (int64_t)r->id, (int64_t)req->user.id, (int64_t)r->payment_id,
+                 r->amount, r->reason, r->created_at, req->idem->processor_key);
+    if (rc != DB_DONE)
+        return rc;
+    /* a payment refunded in full takes its order with it (§6) */
+    return db_exec(db,
+                   "UPDATE orders SET status = 'refunded', version = version + 1, updated_at = $2 "
+                   "WHERE id = (SELECT order_id FROM payments WHERE id = $1 "
+                   "AND refunded_amount = amount) AND status IN ('paid', 'shipped', 'completed')",
+                   "ii", (int64_t)r->payment_id, r->created_at);
+}
+
+/* ---- 2 and 3: the processor, then confirm ---- */
+
+static int confirm_refund(db_conn *db, void *arg)
+{
+    refund *r = arg;
+    db_status rc = db_exec(db,
+                           "UPDATE refunds SET status = 'succeeded', processor_refund_id = $2 "
+                           "WHERE id = $1 AND status = 'pending'",
+                           "is", (int64_t)r->id, r->processor.id);
+    if (rc != DB_DONE)
+        return rc;
+    reply_json(r->req, 201, new_refund_json(r));
+    return 0;
+}
+
+static void finish_refund(request *req, refund *r)
+{
+    r->processor =
+        processor_refund(req->app->processor, req->idem->processor_key, r->charge_id, r->amount);
+    /* The protocol answers a refund with success or not at all: anything else is in doubt, and
+     * the refund stays pending (its money held) until a retry or the recoverer confirms it. */
+    if (r->processor.status != PROC_APPROVED || commit_response(req, confirm_refund, r) != 0)
+        reply_in_doubt(req);
+}
+
+/* Goes on with a refund this claim reserved earlier: confirm it, or answer it again. */
+static void resume_refund(request *req, refund *r)
+{
+    if (!strcmp(r->status, "pending"))
+        finish_refund(req, r);
+    else
+        reply_json(req, 201, new_refund_json(r));
+}
+
+/* ---- validation ---- */
+
+typedef struct payment_row {
+    int64_t amount, refunded, balance; /* balance: the account's, read in the same snapshot */
+    char status[24];
+} payment_row;
+
+/* The payment in the path, if it is the caller's (else 404: nothing happened, key released). */
+static bool payment_or_reply(request *req, db_conn *db, refund *r, payment_row *p)
+{
+    if (!path_id_or_reply(req, 0, "pay", &r->payment_id))
+        return false;
+    /* one statement, so the payment and the balance come from one snapshot: a refund that
+     * just took both is seen as having taken both */
+    db_stmt *st = db_query(db,
+                           "SELECT p.account_id, p.amount, p.refunded_amount, p.status, "
+                           "p.processor_charge_id, a.balance FROM payments p "
+                           "JOIN accounts a ON a.id = p.account_id "
+                           "WHERE p.id = $1 AND p.user_id = $2",
+                           "ii", (int64_t)r->payment_id, (int64_t)req->user.id);
+    bool found = db_step(st) == DB_ROW;
+    if (found) {
+        r->account_id = (uint64_t)db_int(st, 0);
+        p->amount = db_int(st, 1);
+        p->refunded = db_int(st, 2);
+        snprintf(p->status, sizeof p->status, "%s", db_text(st, 3));
+        snprintf(r->charge_id, sizeof r->charge_id, "%s", db_text(st, 4) ? db_text(st, 4) : "");
+        p->balance = db_int(st, 5);
+    } else {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
+    }
+    db_done(st);
+    return found;
+}
+
+/* The refund this claim already reserved, if a retry (or the recoverer) resumed the claim
+ * after the processor went quiet. A fresh claim has a processor key no refund carries yet. */
+static bool reserved_refund(request *req, db_conn *db, refund *r)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT id, amount, reason, status, created_at FROM refunds "
+                           "WHERE processor_key = $1 AND payment_id = $2",
+                           "si", req->idem->processor_key, (int64_t)r->payment_id);
+    bool found = db_step(st) == DB_ROW;
+    if (found) {
+        r->id = (uint64_t)db_int(st, 0);
+        r->amount = db_int(st, 1);
+        r->reason = db_text(st, 2) ? arena_strdup(&req->arena, db_text(st, 2)) : NULL;
+        snprintf(r->status, sizeof r->status, "%s", db_text(st, 3));
+        r->created_at = db_int(st, 4);
+    }
+    db_done(st);
+    return found;
+}
+
+static bool body_or_reply(request *req, refund *r)
+{
+    static const body_field fields[] = {
+        {"amount", FIELD_INTEGER, false, 1, MAX_AMOUNT},
+        {"reason", FIELD_STRING, false, 1, 32},
+    };
+    if (!CHECK_BODY_OR_REPLY(req, fields))
+        return false;
+    r->req = req;
+    r->amount = body_int(req, "amount", 0);
+    r->reason = body_string(req, "reason");
+    if (r->reason && strcmp(r->reason, "requested_by_customer") != 0 &&
+        strcmp(r->reason, "duplicate") != 0 && strcmp(r->reason, "fraudulent") != 0) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "reason",
+                            "reason must be requested_by_customer, duplicate or fraudulent");
+        return false;
+    }
+    return true;
+}
+
+/* Business refusals seen before anything moves (stored as the key's answer). The reserve job
+ * checks the same conditions again atomically: these only spare it the obvious cases. */
+static bool refundable_or_reply(request *req, refund *r, const payment_row *p)
+{
+    int64_t left = p->amount - p->refunded;
+    if (!strcmp(p->status, "failed")) {
+        reply_error(req, ERR_PAYMENT_NOT_REFUNDABLE, "a failed payment cannot be refunded");
+        return false;
+    }
+    if (r->amount == 0)
+        r->amount = left; /* default: all that is left */
+    if (left <= 0 || r->amount > left) {
+        reply_exceeds(req, left);
+        return false;
+    }
+    if (p->balance < r->amount) {
+        reply_error(req, ERR_INSUFFICIENT_FUNDS, "the account balance cannot cover the refund");
+        return false;
+    }
+    return true;
+}
+
+/* ---- handlers ---- */
+
+void refunds_create(request *req)
+{
+    refund r = {0};
+    payment_row p;
+    if (!body_or_reply(req, &r))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (!db || !payment_or_reply(req, db, &r, &p))
+        return;
+    if (req->idem->resumed && reserved_refund(req, db, &r)) {
+        resume_refund(req, &r);
+        return;
+    }
+    if (!refundable_or_reply(req, &r, &p))
+        return;
+    r.id = app_next_id(req->app);
+    r.created_at = created_at_of(r.id);
+    int rc = commit_response(req, reserve_refund, &r);
+    if (rc == RESERVE_UNDONE || (rc == 0 && req->status))
+        return; /* refused: the answer is set (and stored) */
+    if (rc != 0)
+        reply_error(req, ERR_INTERNAL, "the refund could not be reserved");
+    else
+        finish_refund(req, &r);
+}
+
+/* The recoverer's path: finish a refund this claim reserved; never start one for a client that
+ * is gone (nothing reached the processor before the reservation, so releasing is exact). */
+void refunds_recover(request *req)
+{
+    refund r = {0};
+    payment_row p;
+    if (!body_or_reply(req, &r))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (!db || !payment_or_reply(req, db, &r, &p))
+        return;
+    if (reserved_refund(req, db, &r))
+        resume_refund(req, &r);
+    else
+        reply_error(req, ERR_RESOURCE_MISSING, "nothing was refunded; the key is released");
+}
+
+static const list_query refunds_list_query = {
+    .name = "refunds",
+    .select = "SELECT " REFUND_COLUMNS " FROM refunds",
+    .parent_column = "payment_id",
+    .created_index = 5,
+    .id_index = 0,
+    .to_json = refund_json,
+};
+
+void refunds_list(request *req)
+{
+    uint64_t payment;
+    if (!path_id_or_reply(req, 0, "pay", &payment))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return;
+    db_stmt *st = db_query(db, "SELECT 1 FROM payments WHERE id = $1 AND user_id = $2", "ii",
+                           (int64_t)payment, (int64_t)req->user.id);
+    bool owned = db_step(st) == DB_ROW;
+    db_done(st);
+    if (owned)
+        list_page(req, &refunds_list_query, payment, NULL);
+    else
+        reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
+}
