@@ -105,8 +105,7 @@ static int record_payment(db_conn *db, void *arg)
         if (db_exec(db,
                     "UPDATE accounts SET balance = balance + $2, version = version + 1, "
                     "updated_at = $3 WHERE id = $1",
-                    "iii",
-                    (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
+                    "iii", (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
             return -1;
         if (p->order_id &&
             (db_exec(db,

@@ -174,8 +174,8 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
         const char *value = eq ? eq + 1 : NULL;
         if (!value && o->type == OPT_BOOL) {
             /* --flag alone means true; --flag true|false also reads */
-            bool explicit_value = i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
-                                                   !strcmp(argv[i + 1], "false"));
+            bool explicit_value =
+                i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"));
             value = explicit_value ? argv[++i] : "true";
         }
         if (!value) {
