@@ -310,6 +310,8 @@ int main(int argc, char **argv)
         return processor_sim_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "dev") && !strcmp(sub, "seed"))
         return dev_seed_main(argc - 3, argv + 3);
+    if (!strcmp(cmd, "dev") && !strcmp(sub, "store-bench"))
+        return dev_store_bench_main(argc - 3, argv + 3);
     usage();
     return 2;
 }

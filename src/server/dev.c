@@ -1,5 +1,6 @@
 #include "server/dev.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,4 +106,79 @@ int dev_seed_main(int argc, char **argv)
     printf("{\"seeded\":%lld,\"seconds\":%.2f}\n", count, secs);
     db_close(db);
     return 0;
+}
+
+typedef struct bench_thread {
+    store *s;
+    int index;
+    int64_t jobs;
+    int64_t failures;
+} bench_thread;
+
+static int insert_bench_row(db_conn *db, void *arg)
+{
+    int64_t *n = arg;
+    char name[40];
+    snprintf(name, sizeof name, "bench-%lld", (long long)*n);
+    return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) == DB_DONE
+               ? 0
+               : -1;
+}
+
+static void *bench_writer(void *arg)
+{
+    bench_thread *t = arg;
+    for (int64_t i = 0; i < t->jobs; i++) {
+        int64_t n = (int64_t)t->index * 100000000 + i;
+        if (store_write(t->s, insert_bench_row, &n) != 0)
+            t->failures++;
+    }
+    return NULL;
+}
+
+int dev_store_bench_main(int argc, char **argv)
+{
+    const char *url = arg_value(argc, argv, "--db");
+    const char *threads_s = arg_value(argc, argv, "--threads"),
+               *jobs_s = arg_value(argc, argv, "--jobs");
+    const char *batch_s = arg_value(argc, argv, "--max-batch");
+    int threads = threads_s ? atoi(threads_s) : 64;
+    long long jobs = jobs_s ? atoll(jobs_s) : 50000;
+    int max_batch = batch_s ? atoi(batch_s) : 256;
+    if (!url || threads < 1 || threads > 1024 || jobs < threads || max_batch < 1) {
+        fprintf(stderr, "usage: payd dev store-bench --db PATH [--threads T] [--jobs N] "
+                        "[--max-batch B]\n");
+        return 2;
+    }
+    char err[512];
+    store_options opt = {.url = url, .max_batch = max_batch, .writer_conns = threads};
+    store *s = store_open(&opt, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 1;
+    }
+    bench_thread *t = calloc((size_t)threads, sizeof *t);
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    int64_t started = monotonic_ns();
+    for (int i = 0; i < threads; i++) {
+        t[i] = (bench_thread){.s = s, .index = i, .jobs = jobs / threads};
+        pthread_create(&ids[i], NULL, bench_writer, &t[i]);
+    }
+    int64_t done = 0, failures = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(ids[i], NULL);
+        done += t[i].jobs;
+        failures += t[i].failures;
+    }
+    double secs = (double)(monotonic_ns() - started) / 1e9;
+    store_stats st;
+    store_get_stats(s, &st);
+    printf("{\"jobs\":%lld,\"failures\":%lld,\"seconds\":%.3f,\"jobs_per_second\":%.0f,"
+           "\"commits\":%lld,\"mean_batch\":%.1f,\"max_batch\":%d,\"threads\":%d}\n",
+           (long long)done, (long long)failures, secs, (double)done / secs, (long long)st.batches,
+           st.batches ? (double)st.jobs / (double)st.batches : 0.0, max_batch, threads);
+    store_close(s);
+    free(t);
+    free(ids);
+    return failures ? 1 : 0;
 }
