@@ -38,7 +38,13 @@ int backoff_next_delay_ms(const backoff_policy *p, int retry, double u, int64_t 
     if (retry_after_ms > p->max_delay_ms)
         return -1;
     int64_t delay = backoff_jittered_ms(p, retry, u);
-    *delay_ms = delay > retry_after_ms ? delay : retry_after_ms;
+    /* Retry-After is a floor; when it decides, spread clients over up to 30 % above it, so the
+     * ones it sent away together do not all come back in the same instant */
+    if (retry_after_ms > 0 && delay <= retry_after_ms) {
+        double spread = u < 0 ? 0 : u >= 1 ? 1 : u;
+        delay = retry_after_ms + (int64_t)llround((double)retry_after_ms * BACKOFF_JITTER * spread);
+    }
+    *delay_ms = delay;
     return 0;
 }
 

@@ -41,9 +41,22 @@ void reply_raw(request *req, int status, const char *body, size_t len)
     req->resp_len = len;
 }
 
+static void drop_header(request *req, const char *name)
+{
+    for (int i = 0; i < req->resp_header_count; i++)
+        if (!strcasecmp(req->resp_headers[i].name, name)) {
+            req->resp_headers[i] = req->resp_headers[--req->resp_header_count];
+            return;
+        }
+}
+
 void reply_error_extra(request *req, payd_error err, const char *detail, json_t *extra)
 {
     const problem_def *p = problem_lookup(err);
+    /* an error replaces a success set by a job whose commit then failed: its Location and
+     * ETag named something that does not exist */
+    drop_header(req, "Location");
+    drop_header(req, "ETag");
     json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "type", "about:blank", "title",
                              p->title, "status", p->status, "detail", detail ? detail : p->title,
                              "code", p->code, "request_id", req->request_id);

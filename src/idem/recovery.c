@@ -22,6 +22,7 @@
 #include "server/app.h"
 
 #define RECOVER_PER_PASS 100
+#define SWEEP_CHUNK      5000
 
 static pthread_t recovery_thread;
 static bool recovery_running;
@@ -37,11 +38,12 @@ typedef struct sweep_job {
 static int sweep(db_conn *db, void *arg)
 {
     sweep_job *j = arg;
-    db_status rc = db_exec(db,
-                           "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
-                           "SELECT user_id, idem_key FROM idempotency_keys "
-                           "WHERE claimed_at < $1 AND state = 'completed' LIMIT 5000)",
-                           "i", j->expired_before);
+    db_status rc =
+        db_exec(db,
+                "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
+                "SELECT user_id, idem_key FROM idempotency_keys "
+                "WHERE claimed_at < $1 AND state = 'completed' LIMIT 5000)", /* SWEEP_CHUNK */
+                "i", j->expired_before);
     j->deleted = db_changes(db);
     return rc == DB_DONE ? 0 : -1;
 }
@@ -92,8 +94,11 @@ static void recover_one(app *a, const open_key *k)
 void idem_recovery_pass(app *a)
 {
     int64_t now = now_us();
+    /* in chunks, so one pass never holds the writer long, until a chunk comes back short */
     sweep_job sj = {.expired_before = now - a->cfg.idempotency_ttl_ms * 1000};
-    store_write(a->store, sweep, &sj);
+    do
+        sj.deleted = 0;
+    while (store_write(a->store, sweep, &sj) == 0 && sj.deleted == SWEEP_CHUNK);
 
     db_conn *db = store_reader(a->store);
     if (!db)

@@ -54,8 +54,10 @@ static void test_jitter_input_out_of_range_is_clamped(void **state)
 static void test_retry_after_is_a_floor(void **state)
 {
     int64_t delay = -1;
+    assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.0, 2000, &delay), 0);
+    assert_int_equal(delay, 2000); /* never below the server's word */
     assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.5, 2000, &delay), 0);
-    assert_int_equal(delay, 2000);
+    assert_int_equal(delay, 2300); /* spread above it, so clients do not return in lockstep */
     assert_int_equal(backoff_next_delay_ms(&defaults, 3, 0.5, 2000, &delay), 0);
     assert_int_equal(delay, 4000); /* our own delay is longer: keep it */
     assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.5, -1, &delay), 0);
@@ -67,8 +69,10 @@ static void test_retry_after_is_a_floor(void **state)
 static void test_retry_after_beyond_max_delay_means_give_up(void **state)
 {
     int64_t delay = -1;
-    assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.5, 30000, &delay), 0);
+    assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.0, 30000, &delay), 0);
     assert_int_equal(delay, 30000);
+    assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.5, 30000, &delay), 0);
+    assert_int_equal(delay, 34500); /* spread above the floor, as jitter above the cap is */
     assert_int_equal(backoff_next_delay_ms(&defaults, 1, 0.5, 30001, &delay), -1);
 }
 
