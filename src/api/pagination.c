@@ -7,6 +7,7 @@
 
 #include "api/common.h"
 #include "core/cursor.h"
+#include "core/jsonw.h"
 #include "core/timefmt.h"
 
 #define DEFAULT_LIMIT 20
@@ -98,29 +99,47 @@ static void scope_of(request *req, const list_query *q, const char *parent, cons
     cursor_scope(parts, sizeof parts / sizeof parts[0], out);
 }
 
-static json_t *cursor_json(request *req, uint8_t direction, int64_t created_at, uint64_t id,
-                           const uint8_t scope[16])
+/* Writes the cursor (or null) and returns its text for the Link header (NULL when none). */
+static char *write_cursor(request *req, jsonw *w, bool exists, uint8_t direction,
+                          int64_t created_at, uint64_t id, const uint8_t scope[16])
 {
     page_cursor c = {.direction = direction, .created_at = created_at, .id = id};
     memcpy(c.scope, scope, 16);
     char s[CURSOR_STR_MAX];
-    if (cursor_encode(req->app->cursor_key, sizeof req->app->cursor_key, &c, s) != 0)
-        return json_null();
-    return json_string(s);
+    if (!exists || cursor_encode(req->app->cursor_key, sizeof req->app->cursor_key, &c, s) != 0) {
+        jw_null(w);
+        return NULL;
+    }
+    jw_string(w, s);
+    return arena_strdup(&req->arena, s);
+}
+
+static void write_row(const list_query *q, db_stmt *st, jsonw *w)
+{
+    if (q->write_row) {
+        q->write_row(st, w);
+        return;
+    }
+    json_t *row = q->to_json(st);
+    char *text = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    jw_raw(w, text, "null");
+    free(text);
+    json_decref(row);
 }
 
 /* The query string for Link: the same filters and limit, with another cursor. */
-static void link_header(request *req, const list_filters *f, int limit, json_t *next, json_t *prev)
+static void link_header(request *req, const list_filters *f, int limit, const char *next,
+                        const char *prev)
 {
     char link[1024] = "";
     size_t len = 0;
-    json_t *cursors[2] = {next, prev};
+    const char *cursors[2] = {next, prev};
     const char *rels[2] = {"next", "prev"};
     for (int i = 0; i < 2; i++) {
-        if (!json_is_string(cursors[i]))
+        if (!cursors[i])
             continue;
         len += (size_t)snprintf(link + len, sizeof link - len, "%s<%s?limit=%d&cursor=%s",
-                                len ? ", " : "", req->path, limit, json_string_value(cursors[i]));
+                                len ? ", " : "", req->path, limit, cursors[i]);
         if (f->status)
             len += (size_t)snprintf(link + len, sizeof link - len, "&status=%s", f->status);
         if (f->created_gte_text)
@@ -184,7 +203,16 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     if (!db)
         return;
     db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
-    json_t *data = json_array();
+    jsonw w;
+    jw_init(&w);
+    jw_object_begin(&w);
+    jw_key(&w, "object");
+    jw_string(&w, "list");
+    jw_key(&w, "data");
+    jw_array_begin(&w);
+    /* a backwards page is read oldest-first, to stay next to its cursor, and served
+     * newest-first like every page: its rows are held, then written in reverse */
+    char *held[MAX_LIMIT];
     int64_t first_created = 0, last_created = 0;
     uint64_t first_id = 0, last_id = 0;
     int rows = 0;
@@ -202,23 +230,23 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
         }
         last_created = c;
         last_id = id;
-        json_array_append_new(data, q->to_json(st));
+        if (backwards) {
+            jsonw one;
+            jw_init(&one);
+            write_row(q, st, &one);
+            held[rows] = jw_take(&one, NULL);
+        } else {
+            write_row(q, st, &w);
+        }
         rows++;
     }
     db_done(st);
-    if (rc == DB_ERROR) {
-        json_decref(data);
-        reply_error(req, ERR_INTERNAL, "the list could not be read");
-        return;
-    }
     bool has_more = rows > limit;
-    size_t count = json_array_size(data);
+    int count = has_more ? limit : rows;
     if (backwards) {
-        /* read oldest-first to stay next to the cursor; served newest-first like every page */
-        for (size_t i = 0; i < count / 2; i++) {
-            json_t *a = json_incref(json_array_get(data, i));
-            json_array_set(data, i, json_array_get(data, count - 1 - i));
-            json_array_set_new(data, count - 1 - i, a);
+        for (int i = count - 1; i >= 0; i--) {
+            jw_raw(&w, held[i], "null");
+            free(held[i]);
         }
         int64_t tc = first_created;
         uint64_t ti = first_id;
@@ -227,16 +255,24 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
         last_created = tc;
         last_id = ti;
     }
+    jw_array_end(&w);
+    if (rc == DB_ERROR) {
+        jw_free(&w);
+        reply_error(req, ERR_INTERNAL, "the list could not be read");
+        return;
+    }
+    jw_key(&w, "has_more");
+    jw_bool(&w, has_more);
     /* forward: next exists when more rows follow; backwards: the page we came from follows */
-    json_t *next = count && (backwards || has_more)
-                       ? cursor_json(req, CURSOR_NEXT, last_created, last_id, scope)
-                       : json_null();
-    json_t *prev = count && cursor ? cursor_json(req, CURSOR_PREV, first_created, first_id, scope)
-                                   : json_null();
+    jw_key(&w, "next_cursor");
+    char *next = write_cursor(req, &w, count && (backwards || has_more), CURSOR_NEXT, last_created,
+                              last_id, scope);
+    jw_key(&w, "prev_cursor");
+    char *prev =
+        write_cursor(req, &w, count && cursor, CURSOR_PREV, first_created, first_id, scope);
+    jw_object_end(&w);
     link_header(req, &f, limit, next, prev);
-    reply_json(req, 200,
-               json_pack("{s:s, s:o, s:b, s:o, s:o}", "object", "list", "data", data, "has_more",
-                         has_more, "next_cursor", next, "prev_cursor", prev));
+    reply_jsonw(req, 200, &w);
 }
 
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)

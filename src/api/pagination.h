@@ -9,6 +9,8 @@
 #include "http/request.h"
 #include "store/db.h"
 
+struct jsonw;
+
 typedef struct list_query {
     const char *name;          /* bound into cursors: a cursor of one list fails on another */
     const char *select;        /* "SELECT <columns> FROM <tables>" */
@@ -18,6 +20,9 @@ typedef struct list_query {
     const char *status_column;              /* non-NULL: ?status= filters on it */
     const char *const *statuses;            /* the values ?status= accepts, NULL-terminated */
     const char *time_column;                /* non-NULL: created_gte / created_lt filter on it */
+    /* The row as JSON: write_row writes it straight into the page (fast); lists without one
+     * build it with to_json. */
+    void (*write_row)(db_stmt *st, struct jsonw *w);
     json_t *(*to_json)(db_stmt *st);
 } list_query;
 

@@ -10,6 +10,7 @@
 #include "api/common.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
+#include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
 #include "processor/processor.h"
@@ -19,19 +20,71 @@
     "id, account_id, amount, currency, status, source, order_id, description, metadata, "          \
     "refunded_amount, processor_charge_id, created_at"
 
-json_t *payment_json(db_stmt *st)
+/* A payment as the contract shows it, whether it comes from a row or is being created. */
+typedef struct payment_view {
+    uint64_t id, account_id, order_id; /* order_id 0: none */
+    int64_t amount, refunded_amount, created_at;
+    const char *currency, *status, *source, *description, *metadata, *charge_id;
+} payment_view;
+
+static void write_payment(jsonw *w, const payment_view *v)
 {
-    const char *metadata = db_text(st, 8);
-    json_t *meta = metadata ? json_loads(metadata, 0, NULL) : NULL;
-    return json_pack(
-        "{s:o, s:s, s:o, s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "id",
-        json_id("pay", (uint64_t)db_int(st, 0)), "object", "payment", "account_id",
-        json_id("acct", (uint64_t)db_int(st, 1)), "amount", (json_int_t)db_int(st, 2), "currency",
-        db_text(st, 3), "status", db_text(st, 4), "source", db_text(st, 5), "order_id",
-        db_is_null(st, 6) ? json_null() : json_id("ord", (uint64_t)db_int(st, 6)), "description",
-        json_string_or_null(db_text(st, 7)), "metadata", meta ? meta : json_object(),
-        "refunded_amount", (json_int_t)db_int(st, 9), "processor_charge_id",
-        json_string_or_null(db_text(st, 10)), "created_at", json_time(db_int(st, 11)));
+    char id[ID_STR_MAX], when[RFC3339_STR_MAX];
+    jw_object_begin(w);
+    jw_key(w, "id");
+    id_format(v->id, "pay", id);
+    jw_string(w, id);
+    jw_key(w, "object");
+    jw_string(w, "payment");
+    jw_key(w, "account_id");
+    id_format(v->account_id, "acct", id);
+    jw_string(w, id);
+    jw_key(w, "amount");
+    jw_int(w, v->amount);
+    jw_key(w, "currency");
+    jw_string(w, v->currency);
+    jw_key(w, "status");
+    jw_string(w, v->status);
+    jw_key(w, "source");
+    jw_string(w, v->source);
+    jw_key(w, "order_id");
+    if (v->order_id) {
+        id_format(v->order_id, "ord", id);
+        jw_string(w, id);
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "description");
+    jw_string(w, v->description);
+    jw_key(w, "metadata");
+    jw_raw(w, v->metadata, "{}"); /* stored as compact JSON, validated on the way in */
+    jw_key(w, "refunded_amount");
+    jw_int(w, v->refunded_amount);
+    jw_key(w, "processor_charge_id");
+    jw_string(w, v->charge_id);
+    jw_key(w, "created_at");
+    format_rfc3339_ms(v->created_at, when);
+    jw_string(w, when);
+    jw_object_end(w);
+}
+
+static void write_payment_row(db_stmt *st, jsonw *w)
+{
+    payment_view v = {
+        .id = (uint64_t)db_int(st, 0),
+        .account_id = (uint64_t)db_int(st, 1),
+        .amount = db_int(st, 2),
+        .currency = db_text(st, 3),
+        .status = db_text(st, 4),
+        .source = db_text(st, 5),
+        .order_id = db_is_null(st, 6) ? 0 : (uint64_t)db_int(st, 6),
+        .description = db_text(st, 7),
+        .metadata = db_text(st, 8),
+        .refunded_amount = db_int(st, 9),
+        .charge_id = db_text(st, 10),
+        .created_at = db_int(st, 11),
+    };
+    write_payment(w, &v);
 }
 
 typedef struct payment {
@@ -44,16 +97,20 @@ typedef struct payment {
     proc_result charge;
 } payment;
 
-static json_t *new_payment_json(const payment *p, const char *status)
+static void write_new_payment(jsonw *w, const payment *p, const char *status)
 {
-    json_t *meta = p->metadata ? json_loads(p->metadata, 0, NULL) : json_object();
-    return json_pack("{s:o, s:s, s:o, s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:i, s:s, s:o}", "id",
-                     json_id("pay", p->id), "object", "payment", "account_id",
-                     json_id("acct", p->account_id), "amount", (json_int_t)p->amount, "currency",
-                     p->currency, "status", status, "source", p->source, "order_id",
-                     p->order_id ? json_id("ord", p->order_id) : json_null(), "description",
-                     json_string_or_null(p->description), "metadata", meta, "refunded_amount", 0,
-                     "processor_charge_id", p->charge.id, "created_at", json_time(p->created_at));
+    payment_view v = {.id = p->id,
+                      .account_id = p->account_id,
+                      .order_id = p->order_id,
+                      .amount = p->amount,
+                      .created_at = p->created_at,
+                      .currency = p->currency,
+                      .status = status,
+                      .source = p->source,
+                      .description = p->description,
+                      .metadata = p->metadata,
+                      .charge_id = p->charge.id};
+    write_payment(w, &v);
 }
 
 /* The order rows of the §5 table, read before the processor is called. */
@@ -119,11 +176,20 @@ static int record_payment(db_conn *db, void *arg)
         id_format(p->id, "pay", id);
         snprintf(location, sizeof location, "/v1/payments/%s", id);
         reply_header(req, "Location", location);
-        reply_json(req, 201, new_payment_json(p, status));
+        jsonw w;
+        jw_init(&w);
+        write_new_payment(&w, p, status);
+        reply_jsonw(req, 201, &w);
     } else {
+        /* the decline's problem carries the stored payment: the one shape, read back */
+        jsonw w;
+        jw_init(&w);
+        write_new_payment(&w, p, status);
+        char *text = jw_take(&w, NULL);
         reply_error_extra(req, ERR_CARD_DECLINED, "the card was declined",
                           json_pack("{s:s, s:o}", "decline_code", p->charge.decline_code, "payment",
-                                    new_payment_json(p, status)));
+                                    json_loads(text, 0, NULL)));
+        free(text);
     }
     return 0;
 }
@@ -277,9 +343,12 @@ void payments_get(request *req)
     db_stmt *st =
         db_query(db, "SELECT " PAYMENT_COLUMNS " FROM payments WHERE id = $1 AND user_id = $2",
                  "ii", (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW)
-        reply_json(req, 200, payment_json(st));
-    else
+    if (db_step(st) == DB_ROW) {
+        jsonw w;
+        jw_init(&w);
+        write_payment_row(st, &w);
+        reply_jsonw(req, 200, &w);
+    } else
         reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
     db_done(st);
 }
@@ -296,7 +365,7 @@ static const list_query payments_list_query = {
     .status_column = "status",
     .statuses = payment_statuses,
     .time_column = "created_at",
-    .to_json = payment_json,
+    .write_row = write_payment_row,
 };
 
 static bool owned_account_or_reply(request *req, uint64_t *account)

@@ -67,6 +67,9 @@ void reply_error(request *req, payd_error err, const char *detail);
 void reply_error_extra(request *req, payd_error err, const char *detail, json_t *extra);
 void reply_header(request *req, const char *name, const char *value);
 const char *response_header(request *req, const char *name);
+struct jsonw;
+/* Takes the writer's text as the JSON body. */
+void reply_jsonw(request *req, int status, struct jsonw *w);
 /* Sets a raw, already serialized response (replays). */
 void reply_raw(request *req, int status, const char *body, size_t len);
 

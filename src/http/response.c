@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/jsonw.h"
 #include "http/request.h"
 
 const char *request_header(request *req, const char *name)
@@ -29,6 +30,14 @@ void reply_json(request *req, int status, json_t *body)
     req->error = ERR_NONE;
     set_body(req, status, body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL);
     json_decref(body);
+}
+
+void reply_jsonw(request *req, int status, jsonw *w)
+{
+    free(req->resp_body);
+    req->error = ERR_NONE;
+    req->status = status;
+    req->resp_body = jw_take(w, &req->resp_len);
 }
 
 void reply_raw(request *req, int status, const char *body, size_t len)

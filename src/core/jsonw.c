@@ -1,0 +1,177 @@
+#include "core/jsonw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void jw_init(jsonw *w)
+{
+    memset(w, 0, sizeof *w);
+    w->first[0] = true;
+}
+
+void jw_free(jsonw *w)
+{
+    free(w->buf);
+    jw_init(w);
+}
+
+static void reserve(jsonw *w, size_t more)
+{
+    if (w->len + more + 1 <= w->cap)
+        return;
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + more + 1)
+        cap *= 2;
+    char *grown = realloc(w->buf, cap);
+    if (!grown)
+        abort(); /* out of memory: nothing sensible to answer */
+    w->buf = grown;
+    w->cap = cap;
+}
+
+static void put(jsonw *w, const char *s, size_t n)
+{
+    reserve(w, n);
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+/* A value or key at the current depth: a comma unless it is the first, none after a key. */
+static void separate(jsonw *w)
+{
+    if (w->after_key) {
+        w->after_key = false;
+        return;
+    }
+    if (!w->first[w->depth])
+        put(w, ",", 1);
+    w->first[w->depth] = false;
+}
+
+char *jw_take(jsonw *w, size_t *len)
+{
+    if (!w->buf)
+        put(w, "", 0);
+    char *out = w->buf;
+    if (len)
+        *len = w->len;
+    w->buf = NULL;
+    jw_free(w);
+    return out;
+}
+
+static void open_nested(jsonw *w, char c)
+{
+    separate(w);
+    put(w, &c, 1);
+    if (w->depth + 1 < JSONW_MAX_DEPTH)
+        w->depth++;
+    w->first[w->depth] = true;
+}
+
+static void close_nested(jsonw *w, char c)
+{
+    if (w->depth > 0)
+        w->depth--;
+    put(w, &c, 1);
+}
+
+void jw_object_begin(jsonw *w)
+{
+    open_nested(w, '{');
+}
+
+void jw_object_end(jsonw *w)
+{
+    close_nested(w, '}');
+}
+
+void jw_array_begin(jsonw *w)
+{
+    open_nested(w, '[');
+}
+
+void jw_array_end(jsonw *w)
+{
+    close_nested(w, ']');
+}
+
+void jw_key(jsonw *w, const char *key)
+{
+    separate(w);
+    size_t n = strlen(key);
+    reserve(w, n + 3);
+    w->buf[w->len++] = '"';
+    memcpy(w->buf + w->len, key, n);
+    w->len += n;
+    w->buf[w->len++] = '"';
+    w->buf[w->len++] = ':';
+    w->buf[w->len] = '\0';
+    w->after_key = true;
+}
+
+void jw_string(jsonw *w, const char *s)
+{
+    if (!s) {
+        jw_null(w);
+        return;
+    }
+    separate(w);
+    size_t n = strlen(s);
+    reserve(w, n * 6 + 2); /* the worst case: every byte escaped as \u00XX */
+    char *o = w->buf + w->len;
+    *o++ = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else if (c < 0x20) {
+            static const char hex[] = "0123456789abcdef";
+            const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+            if (named) {
+                memcpy(o, named, 2);
+                o += 2;
+            } else {
+                memcpy(o, "\\u00", 4);
+                o[4] = hex[c >> 4];
+                o[5] = hex[c & 15];
+                o += 6;
+            }
+        } else {
+            *o++ = (char)c; /* UTF-8 passes through: it was validated when it came in */
+        }
+    }
+    *o++ = '"';
+    w->len = (size_t)(o - w->buf);
+    w->buf[w->len] = '\0';
+}
+
+void jw_int(jsonw *w, int64_t v)
+{
+    separate(w);
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
+    put(w, digits, (size_t)n);
+}
+
+void jw_bool(jsonw *w, bool v)
+{
+    separate(w);
+    put(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void jw_null(jsonw *w)
+{
+    separate(w);
+    put(w, "null", 4);
+}
+
+void jw_raw(jsonw *w, const char *json, const char *fallback)
+{
+    separate(w);
+    const char *text = json ? json : fallback;
+    put(w, text, strlen(text));
+}

@@ -1,0 +1,38 @@
+#ifndef PAYD_CORE_JSONW_H
+#define PAYD_CORE_JSONW_H
+/* A JSON writer straight into one growing buffer, for the hot responses (payments, lists):
+ * building a jansson tree of every row and then dumping it costs most of a list request's CPU.
+ * Commas are placed by the writer; the caller only says what comes next. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JSONW_MAX_DEPTH 16
+
+typedef struct jsonw {
+    char *buf;
+    size_t len, cap;
+    int depth;
+    bool first[JSONW_MAX_DEPTH]; /* nothing written yet at this depth */
+    bool after_key;
+} jsonw;
+
+void jw_init(jsonw *w);
+void jw_free(jsonw *w);
+/* Hands the text over (NUL-terminated, malloc'd) and resets the writer. */
+char *jw_take(jsonw *w, size_t *len);
+
+void jw_object_begin(jsonw *w);
+void jw_object_end(jsonw *w);
+void jw_array_begin(jsonw *w);
+void jw_array_end(jsonw *w);
+void jw_key(jsonw *w, const char *key); /* key must need no escaping */
+
+void jw_string(jsonw *w, const char *s); /* NULL writes null */
+void jw_int(jsonw *w, int64_t v);
+void jw_bool(jsonw *w, bool v);
+void jw_null(jsonw *w);
+/* Already serialized JSON (a stored metadata object, say); NULL writes fallback. */
+void jw_raw(jsonw *w, const char *json, const char *fallback);
+
+#endif

@@ -1,0 +1,106 @@
+/* The JSON writer: what it writes parses back to the same values, with commas and escapes. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/jsonw.h"
+
+static void test_nested_values_parse_back(void **state)
+{
+    jsonw w;
+    jw_init(&w);
+    jw_object_begin(&w);
+    jw_key(&w, "object");
+    jw_string(&w, "list");
+    jw_key(&w, "data");
+    jw_array_begin(&w);
+    for (int i = 0; i < 3; i++) {
+        jw_object_begin(&w);
+        jw_key(&w, "n");
+        jw_int(&w, i - 1);
+        jw_key(&w, "meta");
+        jw_raw(&w, i == 1 ? "{\"a\":\"1\"}" : NULL, "{}");
+        jw_key(&w, "none");
+        jw_string(&w, NULL);
+        jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_key(&w, "has_more");
+    jw_bool(&w, false);
+    jw_key(&w, "big");
+    jw_int(&w, INT64_MAX);
+    jw_object_end(&w);
+    size_t len;
+    char *text = jw_take(&w, &len);
+    assert_int_equal(len, strlen(text));
+    json_error_t err;
+    json_t *v = json_loads(text, 0, &err);
+    assert_non_null(v);
+    assert_string_equal(json_string_value(json_object_get(v, "object")), "list");
+    json_t *data = json_object_get(v, "data");
+    assert_int_equal(json_array_size(data), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(data, 0), "n")), -1);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_array_get(data, 1), "meta"), "a")),
+        "1");
+    assert_true(json_is_null(json_object_get(json_array_get(data, 2), "none")));
+    assert_true(json_is_false(json_object_get(v, "has_more")));
+    assert_int_equal(json_integer_value(json_object_get(v, "big")), INT64_MAX);
+    json_decref(v);
+    free(text);
+}
+
+static void test_strings_are_escaped(void **state)
+{
+    const char *nasty = "quote\" back\\slash\nnew\ttab\x01\x1f ünïcødé €";
+    jsonw w;
+    jw_init(&w);
+    jw_array_begin(&w);
+    jw_string(&w, nasty);
+    jw_string(&w, "");
+    jw_array_end(&w);
+    char *text = jw_take(&w, NULL);
+    json_t *v = json_loads(text, 0, NULL);
+    assert_non_null(v);
+    assert_string_equal(json_string_value(json_array_get(v, 0)), nasty);
+    assert_string_equal(json_string_value(json_array_get(v, 1)), "");
+    json_decref(v);
+    free(text);
+}
+
+static void test_empty_containers_and_reuse(void **state)
+{
+    jsonw w;
+    jw_init(&w);
+    jw_object_begin(&w);
+    jw_key(&w, "a");
+    jw_array_begin(&w);
+    jw_array_end(&w);
+    jw_key(&w, "o");
+    jw_object_begin(&w);
+    jw_object_end(&w);
+    jw_object_end(&w);
+    char *text = jw_take(&w, NULL);
+    assert_string_equal(text, "{\"a\":[],\"o\":{}}");
+    free(text);
+    jw_int(&w, 7); /* the writer is fresh again after jw_take */
+    text = jw_take(&w, NULL);
+    assert_string_equal(text, "7");
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nested_values_parse_back),
+        cmocka_unit_test(test_strings_are_escaped),
+        cmocka_unit_test(test_empty_containers_and_reuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
