@@ -78,8 +78,8 @@ static double middleware_run(bool with_limiter)
         arena_init(&req.arena);
         req.app = &a;
         req.authenticated = true;
-        req.user = (user_info){.id = 120615903632027648ULL, .rate_count = 100000000,
-                               .rate_period_ms = 1000};
+        req.user = (user_info){
+            .id = 120615903632027648ULL, .rate_count = 100000000, .rate_period_ms = 1000};
         if (with_limiter)
             allowed += rate_limit_or_reply(&req);
         arena_free(&req.arena);
