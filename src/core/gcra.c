@@ -80,8 +80,8 @@ typedef struct entry {
 } entry;
 
 typedef struct {
-    pthread_mutex_t lock;
-    entry **buckets; /* a power of two of them, grown up to the stripe's key limit */
+    pthread_spinlock_t lock; /* held for a hash lookup and a few arithmetic steps */
+    entry **buckets;         /* a power of two of them, grown up to the stripe's key limit */
     size_t nbuckets;
     size_t count;
 } stripe;
@@ -155,7 +155,7 @@ gcra_table *gcra_table_create(size_t stripes, size_t max_keys_per_stripe)
         stripe *s = &t->stripes[t->nstripes];
         s->nbuckets = INITIAL_BUCKETS;
         s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
-        if (s->buckets == NULL || pthread_mutex_init(&s->lock, NULL) != 0) {
+        if (s->buckets == NULL || pthread_spin_init(&s->lock, PTHREAD_PROCESS_PRIVATE) != 0) {
             free(s->buckets);
             gcra_table_free(t);
             return NULL;
@@ -177,7 +177,7 @@ void gcra_table_free(gcra_table *t)
             }
         }
         free(s->buckets);
-        pthread_mutex_destroy(&s->lock);
+        pthread_spin_destroy(&s->lock);
     }
     free(t->stripes);
     free(t);
@@ -254,7 +254,7 @@ gcra_decision gcra_check(gcra_table *t, const char *key, const gcra_policy *p, i
     uint64_t hash = siphash24(key, len, t->k0, t->k1);
     stripe *s = stripe_of(t, hash);
 
-    pthread_mutex_lock(&s->lock);
+    pthread_spin_lock(&s->lock);
     entry *found = NULL;
     for (entry *e = *bucket_of(s, hash); e && !found; e = e->next)
         if (e->hash == hash && strcmp(e->key, key) == 0)
@@ -280,7 +280,7 @@ gcra_decision gcra_check(gcra_table *t, const char *key, const gcra_policy *p, i
             maybe_grow(s);
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    pthread_spin_unlock(&s->lock);
     return d;
 }
 
@@ -289,9 +289,9 @@ size_t gcra_evict_idle(gcra_table *t, int64_t now_ns)
     size_t dropped = 0;
     for (size_t i = 0; i < t->nstripes; i++) {
         stripe *s = &t->stripes[i];
-        pthread_mutex_lock(&s->lock);
+        pthread_spin_lock(&s->lock);
         dropped += evict(s, now_ns, false);
-        pthread_mutex_unlock(&s->lock);
+        pthread_spin_unlock(&s->lock);
     }
     return dropped;
 }
@@ -301,9 +301,9 @@ size_t gcra_size(gcra_table *t)
     size_t n = 0;
     for (size_t i = 0; i < t->nstripes; i++) {
         stripe *s = &t->stripes[i];
-        pthread_mutex_lock(&s->lock);
+        pthread_spin_lock(&s->lock);
         n += s->count;
-        pthread_mutex_unlock(&s->lock);
+        pthread_spin_unlock(&s->lock);
     }
     return n;
 }
