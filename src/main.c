@@ -242,12 +242,14 @@ static int cmd_serve(int argc, char **argv)
 
     store_options opt = {.url = a.cfg.db,
                          .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
-                         .writer_conns = 16};
+                         .writer_conns = 8};
     a.store = store_open(&opt, err, sizeof err);
     if (!a.store) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
     }
+    if (a.cfg.workers == 0)
+        a.cfg.workers = store_kind(a.store) == DB_SQLITE ? 64 : 16;
     if (id_generator_init(&a.ids, (int)a.cfg.node_id, NULL, NULL) != 0 ||
         store_secret(a.store, "cursor", a.cursor_key) != 0) {
         fprintf(stderr, "payd: cannot initialise ids or the cursor secret\n");

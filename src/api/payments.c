@@ -368,30 +368,16 @@ static const list_query payments_list_query = {
     .write_row = write_payment_row,
 };
 
-static bool owned_account_or_reply(request *req, uint64_t *account)
-{
-    if (!path_id_or_reply(req, 0, "acct", account))
-        return false;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return false;
-    if (!account_owned(db, req->user.id, *account, NULL)) {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
-        return false;
-    }
-    return true;
-}
-
 void payments_list(request *req)
 {
     uint64_t account;
-    if (owned_account_or_reply(req, &account))
+    if (path_account_or_reply(req, 0, &account))
         list_page(req, &payments_list_query, account, NULL);
 }
 
 void payments_count(request *req)
 {
     uint64_t account;
-    if (owned_account_or_reply(req, &account))
+    if (path_account_or_reply(req, 0, &account))
         list_count(req, &payments_list_query, "payments", account);
 }

@@ -1,4 +1,5 @@
 #include "core/backoff.h"
+#include "core/timefmt.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -51,17 +52,6 @@ int backoff_next_delay_ms(const backoff_policy *p, int retry, double u, int64_t 
 double backoff_unit_from_bits(uint64_t bits)
 {
     return (double)(bits >> 11) * 0x1.0p-53;
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (month 1-12). */
-static int64_t days_from_civil(int64_t year, int month, int day)
-{
-    year -= month <= 2;
-    int64_t era = (year >= 0 ? year : year - 399) / 400;
-    int64_t year_of_era = year - era * 400;
-    int64_t day_of_year = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
-    int64_t day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    return era * 146097 + day_of_era - 719468;
 }
 
 static int month_from_name(const char *name)

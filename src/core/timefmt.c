@@ -25,8 +25,9 @@ int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's algorithms). */
-static int64_t days_from_civil(int64_t y, int m, int d)
+/* Days since 1970-01-01 of a proleptic Gregorian date, and back (era-based civil calendar
+ * arithmetic, exact for every year). */
+int64_t days_from_civil(int64_t y, int m, int d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;

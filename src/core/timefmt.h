@@ -18,4 +18,7 @@ void format_rfc3339_ms(int64_t unix_us, char out[RFC3339_STR_MAX]);
  * time; rejects impossible dates (Feb 30), leap seconds (:60) and anything else. 0 ok / -1. */
 int parse_rfc3339(const char *s, int64_t *out_us);
 
+/* Days since 1970-01-01 of a proleptic Gregorian date (month 1-12, any year). */
+int64_t days_from_civil(int64_t year, int month, int day);
+
 #endif

@@ -42,8 +42,9 @@ static const config_option options[] = {
      "how often the recoverer and the expired-key sweeper run"},
     {"threads", OPT_INT, FIELD(threads), "0", 0, 256,
      "HTTP threads (epoll thread pool); 0 means one per core"},
-    {"workers", OPT_INT, FIELD(workers), "64", 1, 4096,
-     "threads that run requests which wait for the database or the processor"},
+    {"workers", OPT_INT, FIELD(workers), "0", 0, 4096,
+     "threads for requests that wait on the database or processor; 0: 64 on SQLite (they fill "
+     "group-commit batches), 16 on PostgreSQL (each holds a connection)"},
     {"max-queue", OPT_INT, FIELD(max_queue), "4096", 1, 10000000,
      "past this many waiting database jobs, writes get 503 overloaded"},
     {"max-batch", OPT_INT, FIELD(max_batch), "256", 1, 100000,
