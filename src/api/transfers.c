@@ -87,6 +87,15 @@ static int add_legs(db_conn *db, const transfer *t)
     return rc;
 }
 
+/* Moves amount into the destination; version_step undoes a credit's version bump with it. */
+static db_status credit(db_conn *db, const transfer *t, int64_t amount, int64_t version_step)
+{
+    return db_exec(db,
+                   "UPDATE accounts SET balance = balance + $2, version = version + $4, "
+                   "updated_at = $3 WHERE id = $1",
+                   "iiii", (int64_t)t->to, amount, t->created_at, version_step);
+}
+
 static int run_transfer(db_conn *db, void *arg)
 {
     transfer *t = arg;
@@ -109,17 +118,23 @@ static int run_transfer(db_conn *db, void *arg)
         json_decref(ok);
         return rc != DB_DONE ? rc : replay_or_reused(db, t);
     }
+    /* Rows are locked in id order, so two transfers between the same accounts in opposite
+     * directions never wait on each other (on PostgreSQL they would deadlock). When the credited
+     * account comes first, a refused debit undoes its credit in this same transaction. */
+    bool credit_first = t->to < t->from;
+    if (credit_first && (rc = credit(db, t, t->amount, 1)) != DB_DONE) {
+        json_decref(ok);
+        return rc;
+    }
     rc = db_exec(db,
                  "UPDATE accounts SET balance = balance - $3, version = version + 1, "
                  "updated_at = $4 WHERE id = $1 AND user_id = $2 AND balance >= $3",
                  "iiii", (int64_t)t->from, (int64_t)req->user.id, t->amount, t->created_at);
-    if (rc != DB_DONE) {
-        json_decref(ok);
-        return rc;
-    }
-    if (db_changes(db) == 0) {
+    if (rc == DB_DONE && db_changes(db) == 0) {
         /* recorded as failed, balances untouched: the same biz_seq replays this answer */
         json_decref(ok);
+        if (credit_first && (rc = credit(db, t, -t->amount, -1)) != DB_DONE)
+            return rc;
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the source account's balance is too low");
         rc = db_exec(db,
                      "UPDATE transfers SET status = 'failed', response_status = $2, "
@@ -127,10 +142,8 @@ static int run_transfer(db_conn *db, void *arg)
                      "iis", (int64_t)t->id, (int64_t)req->status, req->resp_body);
         return rc != DB_DONE ? rc : add_legs(db, t);
     }
-    rc = db_exec(db,
-                 "UPDATE accounts SET balance = balance + $2, version = version + 1, "
-                 "updated_at = $3 WHERE id = $1",
-                 "iii", (int64_t)t->to, t->amount, t->created_at);
+    if (rc == DB_DONE && !credit_first)
+        rc = credit(db, t, t->amount, 1);
     if (rc == DB_DONE)
         rc = add_legs(db, t);
     if (rc != DB_DONE) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct write_job {
     write_job_fn fn;
@@ -16,6 +17,7 @@ typedef struct write_job {
 } write_job;
 
 #define MAX_READERS 1024
+#define PG_ATTEMPTS 10
 
 struct store {
     store_options opt;
@@ -223,7 +225,15 @@ static int pg_write(store *s, write_job_fn fn, void *ctx)
     pthread_mutex_unlock(&s->lock);
 
     int result = STORE_FAILED;
-    for (int attempt = 0; attempt < 5; attempt++) {
+    for (int attempt = 0; attempt < PG_ATTEMPTS; attempt++) {
+        if (attempt > 0) {
+            /* a deadlock or serialization failure: the other transaction went on; step aside
+             * for a short, random while so the two do not collide again in lockstep */
+            uint8_t r;
+            RAND_bytes(&r, 1);
+            struct timespec pause = {0, (long)(1 + r % 4) * attempt * 1000000L};
+            nanosleep(&pause, NULL);
+        }
         if (db_exec(db, "BEGIN", "") != DB_DONE)
             break;
         result = fn(db, ctx);
