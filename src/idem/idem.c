@@ -6,48 +6,11 @@
 #include <string.h>
 
 #include "core/canonical.h"
+#include "core/idem_key.h"
 #include "core/timefmt.h"
 #include "http/route.h"
 #include "server/app.h"
 #include "server/metrics.h"
-
-/* ---- key syntax ---- */
-
-static bool visible_ascii(char c)
-{
-    return c >= 0x21 && c <= 0x7e;
-}
-
-int idem_parse_key(const char *h, char out[256])
-{
-    size_t n = strlen(h), o = 0;
-    if (h[0] == '"') {
-        if (n < 2 || h[n - 1] != '"')
-            return -1; /* a quote opens a Structured-Fields string, which must be whole */
-        /* Structured-Fields string: \" and \\ are its only escapes */
-        for (size_t i = 1; i < n - 1; i++) {
-            char c = h[i];
-            if (c == '\\') {
-                if (i + 1 >= n - 1 || (h[i + 1] != '"' && h[i + 1] != '\\'))
-                    return -1;
-                c = h[++i];
-            } else if (c == '"') {
-                return -1;
-            }
-            if (!visible_ascii(c) || o == 255)
-                return -1;
-            out[o++] = c;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            if (!visible_ascii(h[i]) || o == 255)
-                return -1;
-            out[o++] = h[i];
-        }
-    }
-    out[o] = '\0';
-    return o >= 1 ? 0 : -1;
-}
 
 /* ---- the stored record and what it means for a new request ---- */
 

@@ -29,10 +29,6 @@ typedef enum {
     IDEM_CLAIM_NEEDED, /* req->idem is set; the worker must call idem_claim_or_reply */
 } idem_precheck_result;
 
-/* Parses the Idempotency-Key header value (raw or a Structured-Fields string) into out.
- * Returns 0, or -1 when it is not 1–255 visible ASCII characters. */
-int idem_parse_key(const char *header, char out[256]);
-
 idem_precheck_result idem_precheck(request *req);
 /* Claims the key atomically. Returns true when this request now owns it. */
 bool idem_claim_or_reply(request *req);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds one libFuzzer target with clang (ASan+UBSan), replays its kept inputs (crashers found
+# before stay here as regression inputs), then fuzzes for FUZZ_SECONDS (default 10).
+# usage: run.sh NAME BUILD_DIR
+set -euo pipefail
+name=$1
+out=$2/fuzz
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$out" "$here/corpus/$name"
+clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined -I"$root/src" "$here/$name.c" "$root"/src/core/*.c \
+  $(pkg-config --cflags --libs jansson) -lcrypto -lpthread -lm -o "$out/$name"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# new inputs go to a scratch corpus; the kept corpus in the tree only changes by hand
+"$out/$name" -max_total_time="${FUZZ_SECONDS:-10}" -timeout=5 -rss_limit_mb=1024 \
+  -artifact_prefix="$work/" "$work" "$here/corpus/$name" 2>"$work/log" || {
+  tail -30 "$work/log"
+  echo "fuzz $name: crash; keep the input as a regression case in tests/fuzz/corpus/$name/:"
+  ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null || true
+  exit 1
+}
+grep -E "^Done|^#[0-9]+.*DONE" "$work/log" | tail -1
