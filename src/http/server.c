@@ -330,11 +330,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
-static void release_thread_reader(void)
-{
-    /* worker threads end with the store still open: their readers are closed by store_close */
-}
-
 int http_server_start(app *a, char *err, size_t errlen)
 {
     char host[128];
@@ -353,7 +348,7 @@ int http_server_start(app *a, char *err, size_t errlen)
     }
     int threads = a->cfg.threads > 0 ? (int)a->cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     a->guard = conn_guard_start(a->cfg.header_timeout_ms);
-    a->workers = worker_pool_start((int)a->cfg.workers, run_waiting_request, release_thread_reader);
+    a->workers = worker_pool_start((int)a->cfg.workers, run_waiting_request);
     a->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, 0, NULL, NULL,
         on_access, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,

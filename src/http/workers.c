@@ -16,7 +16,6 @@ struct worker_pool {
     bool stopping;
     int count;
     worker_fn fn;
-    void (*on_thread_exit)(void);
     pthread_t threads[];
 };
 
@@ -40,18 +39,15 @@ static void *worker_main(void *arg)
         free(w);
         p->fn(item);
     }
-    if (p->on_thread_exit)
-        p->on_thread_exit();
     return NULL;
 }
 
-worker_pool *worker_pool_start(int threads, worker_fn fn, void (*on_thread_exit)(void))
+worker_pool *worker_pool_start(int threads, worker_fn fn)
 {
     worker_pool *p = calloc(1, sizeof *p + (size_t)threads * sizeof(pthread_t));
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->has_work, NULL);
     p->fn = fn;
-    p->on_thread_exit = on_thread_exit;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 * 1024); /* requests are shallow; keep RSS small */

@@ -6,7 +6,7 @@
 typedef struct worker_pool worker_pool;
 typedef void (*worker_fn)(void *item);
 
-worker_pool *worker_pool_start(int threads, worker_fn fn, void (*on_thread_exit)(void));
+worker_pool *worker_pool_start(int threads, worker_fn fn);
 void worker_pool_submit(worker_pool *p, void *item);
 /* Runs every queued item, then joins the threads. */
 void worker_pool_stop(worker_pool *p);

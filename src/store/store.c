@@ -138,11 +138,6 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-static void reader_destructor(void *conn)
-{
-    (void)conn; /* readers are closed by store_close, which knows them all */
-}
-
 store *store_open(const store_options *opt, char *err, size_t errlen)
 {
     store *s = calloc(1, sizeof *s);
@@ -156,7 +151,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->has_work, NULL);
     pthread_cond_init(&s->pool_has_free, NULL);
-    pthread_key_create(&s->reader_key, reader_destructor);
+    pthread_key_create(&s->reader_key, NULL); /* readers are closed by store_close */
 
     db_conn *first = db_open(s->url, false, err, errlen);
     if (!first) {
