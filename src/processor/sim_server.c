@@ -22,12 +22,18 @@
 #define MAX_BODY_BYTES (64 * 1024)
 #define SLOW_TOKEN_MS  2000 /* tok_slow answers after this; the caller's own timeout decides */
 
+/* How a recorded charge or refund loses its answer. A dropped connection is what a crash looks
+ * like, but an HTTP client may resend on a reused connection that died before answering (libcurl
+ * does, once) and then hear the deduplicated result: tests that need the doubt seen use 500. */
+typedef enum { LOSE_BY_EITHER, LOSE_BY_500, LOSE_BY_DROP } lose_mode;
+
 typedef struct sim_server {
     store *store;
     sim_faults faults;
     /* chooses between a 500 and a dropped connection when an answer is lost */
     pthread_mutex_t dice_lock;
     unsigned dice;
+    lose_mode lose_by;
 } sim_server;
 
 /* One request's body, gathered over the access handler's calls. */
@@ -91,9 +97,9 @@ static bool refund_exists(store *s, const char *key)
  * Returning MHD_NO from the access handler is what closes it. */
 static enum MHD_Result lose_answer(sim_server *srv, struct MHD_Connection *conn, bool recorded)
 {
-    if (recorded) {
+    if (recorded && srv->lose_by != LOSE_BY_500) {
         pthread_mutex_lock(&srv->dice_lock);
-        bool drop = rand_r(&srv->dice) % 2 == 0;
+        bool drop = srv->lose_by == LOSE_BY_DROP || rand_r(&srv->dice) % 2 == 0;
         pthread_mutex_unlock(&srv->dice_lock);
         if (drop)
             return MHD_NO;
@@ -254,16 +260,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void sim_usage(void)
 {
-    fprintf(stderr,
-            "usage: payd processor-sim [--listen HOST:PORT] [--db PATH] [--latency-ms N]\n"
-            "                          [--fail-before P] [--fail-after P] [--seed N]\n\n"
-            "  --listen HOST:PORT  address to serve on (default 127.0.0.1:9090)\n"
-            "  --db PATH           the simulator's own database file (default "
-            "./processor-sim.db)\n"
-            "  --latency-ms N      wait this long before every charge and refund\n"
-            "  --fail-before P     probability of a 500 without charging\n"
-            "  --fail-after P      probability of charging, then a 500 or a dropped connection\n"
-            "  --seed N            seed for the fault dice (default: the time)\n");
+    fprintf(
+        stderr,
+        "usage: payd processor-sim [--listen HOST:PORT] [--db PATH] [--latency-ms N]\n"
+        "                          [--fail-before P] [--fail-after P] [--lose-by M] [--seed N]\n\n"
+        "  --listen HOST:PORT  address to serve on (default 127.0.0.1:9090)\n"
+        "  --db PATH           the simulator's own database file (default "
+        "./processor-sim.db)\n"
+        "  --latency-ms N      wait this long before every charge and refund\n"
+        "  --fail-before P     probability of a 500 without charging\n"
+        "  --fail-after P      probability of charging, then a 500 or a dropped connection\n"
+        "  --lose-by M         how --fail-after loses answers: either (default), 500 or drop\n"
+        "  --seed N            seed for the fault dice (default: the time)\n");
 }
 
 static bool parse_probability(const char *s, double *out)
@@ -289,6 +297,7 @@ static bool parse_count(const char *s, long long max, long long *out)
 typedef struct sim_options {
     const char *listen, *db;
     sim_faults faults;
+    lose_mode lose_by;
 } sim_options;
 
 /* 0: run; 1: help was printed; 2: usage error (printed). */
@@ -320,6 +329,11 @@ static int parse_args(int argc, char **argv, sim_options *o)
             ok = parse_probability(value, &o->faults.fail_before);
         } else if (!strcmp(name, "--fail-after")) {
             ok = parse_probability(value, &o->faults.fail_after);
+        } else if (!strcmp(name, "--lose-by")) {
+            ok = !strcmp(value, "either") || !strcmp(value, "500") || !strcmp(value, "drop");
+            o->lose_by = !strcmp(value, "500")    ? LOSE_BY_500
+                         : !strcmp(value, "drop") ? LOSE_BY_DROP
+                                                  : LOSE_BY_EITHER;
         } else if (!strcmp(name, "--seed")) {
             ok = parse_count(value, 0xffffffffLL, &n);
             o->faults.seed = (unsigned)n;
@@ -380,6 +394,7 @@ int processor_sim_main(int argc, char **argv)
 
     static sim_server srv; /* outlives every connection thread */
     srv.faults = o.faults;
+    srv.lose_by = o.lose_by;
     srv.dice = o.faults.seed ? o.faults.seed ^ 0x9e3779b9u : (unsigned)time(NULL);
     pthread_mutex_init(&srv.dice_lock, NULL);
     char err[512];

@@ -335,7 +335,7 @@ def test_refund_through_the_simulator(start_sim, start_payd):
 
 
 def test_lost_answer_is_finished_by_a_retry(start_sim, start_payd):
-    sim = start_sim(["--fail-after", "1.0"])
+    sim = start_sim(["--fail-after", "1.0", "--lose-by", "500"])
     server = start_payd(sim)
     user = server.create_user("in-doubt")
     account = user.create_account()

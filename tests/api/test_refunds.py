@@ -180,7 +180,8 @@ def lossy_processor(tmp_path):
     port = free_port()
     log = open(tmp_path / "sim.log", "ab")
     proc = subprocess.Popen([PAYD, "processor-sim", "--listen", f"127.0.0.1:{port}",
-                             "--db", str(tmp_path / "sim.db"), "--fail-after", "1"],
+                             "--db", str(tmp_path / "sim.db"), "--fail-after", "1",
+                             "--lose-by", "500"],
                             stdout=log, stderr=log)
     deadline = time.time() + 10
     while True:
