@@ -14,6 +14,7 @@
 #include "processor/http_processor.h"
 #include "processor/processor.h"
 #include "server/app.h"
+#include "server/signals.h"
 #include "server/auth.h"
 #include "server/dev.h"
 #include "server/metrics.h"
@@ -232,13 +233,8 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "payd: %s\n", err);
         return 2;
     }
-    /* SIGTERM/SIGINT are taken by sigwait below, in this thread only */
     sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGTERM);
-    sigaddset(&stop_signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    stop_signals_block(&stop_signals);
 
     store_options opt = {.url = a.cfg.db,
                          .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
@@ -276,8 +272,7 @@ static int cmd_serve(int argc, char **argv)
             a.cfg.listen, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres",
             a.cfg.group_commit ? "true" : "false");
 
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    int sig = stop_signals_wait(&stop_signals);
     fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
     http_server_stop(&a);
     idem_recovery_stop();

@@ -250,14 +250,22 @@ static bool refundable_or_reply(request *req, refund *r, const payment_row *p)
 
 /* ---- handlers ---- */
 
+/* The body and the payment it refunds, shared by the client's path and the recoverer's; NULL
+ * once an answer (400/404) is set. */
+static db_conn *refund_request_or_reply(request *req, refund *r, payment_row *p)
+{
+    if (!body_or_reply(req, r))
+        return NULL;
+    db_conn *db = reader_or_reply(req);
+    return db && payment_or_reply(req, db, r, p) ? db : NULL;
+}
+
 void refunds_create(request *req)
 {
     refund r = {0};
     payment_row p;
-    if (!body_or_reply(req, &r))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db || !payment_or_reply(req, db, &r, &p))
+    db_conn *db = refund_request_or_reply(req, &r, &p);
+    if (!db)
         return;
     if (req->idem->resumed && reserved_refund(req, db, &r)) {
         resume_refund(req, &r);
@@ -282,10 +290,8 @@ void refunds_recover(request *req)
 {
     refund r = {0};
     payment_row p;
-    if (!body_or_reply(req, &r))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db || !payment_or_reply(req, db, &r, &p))
+    db_conn *db = refund_request_or_reply(req, &r, &p);
+    if (!db)
         return;
     if (reserved_refund(req, db, &r))
         resume_refund(req, &r);

@@ -17,6 +17,7 @@
 
 #include "processor/http_processor.h"
 #include "processor/simulator.h"
+#include "server/signals.h"
 #include "store/store.h"
 
 #define MAX_BODY_BYTES (64 * 1024)
@@ -384,13 +385,8 @@ int processor_sim_main(int argc, char **argv)
         return 2;
     }
 
-    /* SIGTERM/SIGINT are taken by sigwait below; threads started after this inherit the mask */
     sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGTERM);
-    sigaddset(&stop_signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    stop_signals_block(&stop_signals);
 
     static sim_server srv; /* outlives every connection thread */
     srv.faults = o.faults;
@@ -425,8 +421,7 @@ int processor_sim_main(int argc, char **argv)
     free(text);
     json_decref(line);
 
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    int sig = stop_signals_wait(&stop_signals);
     fprintf(stderr, "{\"level\":\"info\",\"msg\":\"processor-sim stopping\",\"signal\":%d}\n", sig);
     MHD_stop_daemon(d); /* waits for every connection thread */
     store_close(srv.store);

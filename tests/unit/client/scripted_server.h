@@ -262,4 +262,36 @@ static void fake_time_install(payd_client *client, fake_time *t)
     payd_client_set_time_hooks(client, &hooks);
 }
 
+/* A scripted server and a client pointed at it, on the fake clock. The tests include cmocka
+ * and payd/client.h before this header. */
+#define FIXTURE_API_KEY "sk_test_123"
+
+typedef struct fixture {
+    scripted_server server;
+    payd_client *client;
+    fake_time time;
+    payd_result result;
+} fixture;
+
+/* responder may be NULL: the script alone answers. */
+static fixture *start(const script_step *steps, size_t step_count, script_responder responder)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(scripted_start(&f->server, steps, step_count), 0);
+    f->server.responder = responder;
+    f->client = payd_client_new(f->server.url, FIXTURE_API_KEY);
+    assert_non_null(f->client);
+    fake_time_install(f->client, &f->time);
+    return f;
+}
+
+static void finish(fixture *f)
+{
+    payd_result_clear(&f->result);
+    payd_client_free(f->client);
+    scripted_stop(&f->server);
+    free(f);
+}
+
 #endif

@@ -10,33 +10,6 @@
 #include "payd/client.h"
 #include "scripted_server.h"
 
-typedef struct fixture {
-    scripted_server server;
-    payd_client *client;
-    fake_time time;
-    payd_result result;
-} fixture;
-
-static fixture *start(const script_step *steps, size_t step_count, script_responder responder)
-{
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(scripted_start(&f->server, steps, step_count), 0);
-    f->server.responder = responder;
-    f->client = payd_client_new(f->server.url, "sk_test_123");
-    assert_non_null(f->client);
-    fake_time_install(f->client, &f->time);
-    return f;
-}
-
-static void finish(fixture *f)
-{
-    payd_result_clear(&f->result);
-    payd_client_free(f->client);
-    scripted_stop(&f->server);
-    free(f);
-}
-
 /* A list of seven payments served three per page; the cursor is the index to start at. The
  * first request of the page at index 3 fails once with 503 to show a page is retried. */
 static void paged_list(scripted_server *s, const seen_request *req, script_step *out)
@@ -174,7 +147,7 @@ static void test_payment_create_sends_the_contract(void **state)
     const seen_request *req = &f->server.seen[0];
     assert_string_equal(req->method, "POST");
     assert_string_equal(req->path, "/v1/payments");
-    assert_string_equal(req->authorization, "Bearer sk_test_123");
+    assert_string_equal(req->authorization, "Bearer " FIXTURE_API_KEY);
     assert_string_equal(req->content_type, "application/json");
     assert_int_equal(strlen(req->idempotency_key), 36);
     assert_string_equal(req->body,

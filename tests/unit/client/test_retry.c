@@ -11,32 +11,6 @@
 #include "payd/client.h"
 #include "scripted_server.h"
 
-typedef struct fixture {
-    scripted_server server;
-    payd_client *client;
-    fake_time time;
-    payd_result result;
-} fixture;
-
-static fixture *start(const script_step *steps, size_t step_count)
-{
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(scripted_start(&f->server, steps, step_count), 0);
-    f->client = payd_client_new(f->server.url, "sk_test");
-    assert_non_null(f->client);
-    fake_time_install(f->client, &f->time);
-    return f;
-}
-
-static void finish(fixture *f)
-{
-    payd_result_clear(&f->result);
-    payd_client_free(f->client);
-    scripted_stop(&f->server);
-    free(f);
-}
-
 static void set_policy(fixture *f, int max_retries, int64_t base_ms, int64_t max_delay_ms,
                        int64_t deadline_ms)
 {
@@ -67,7 +41,7 @@ static void test_503_503_201_is_one_call_of_three_attempts_with_one_key(void **s
     static const script_step steps[] = {{.status = 503, .code = "processor_unavailable"},
                                         {.status = 503, .code = "processor_unavailable"},
                                         {.status = 201}};
-    fixture *f = start(steps, 3);
+    fixture *f = start(steps, 3, NULL);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(f->result.http_status, 201);
     assert_int_equal(f->result.attempts, 3);
@@ -86,7 +60,7 @@ static void test_retry_after_in_seconds_is_a_floor(void **state)
 {
     static const script_step steps[] = {{.status = 429, .code = "rate_limited", .retry_after = "2"},
                                         {.status = 201}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     set_policy(f, 4, 100, 30000, 0); /* our own delay would be ~100 ms */
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(f->result.attempts, 2);
@@ -101,7 +75,7 @@ static void test_retry_after_as_http_date_is_a_floor(void **state)
     static const script_step steps[] = {
         {.status = 429, .code = "rate_limited", .retry_after = "Mon, 12 Oct 2026 08:31:10 GMT"},
         {.status = 201}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     set_policy(f, 4, 100, 30000, 0);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(f->time.sleep_count, 1);
@@ -114,7 +88,7 @@ static void test_retry_after_beyond_max_delay_gives_up_at_once(void **state)
 {
     static const script_step steps[] = {{.status = 503, .code = "overloaded", .retry_after = "60"},
                                         {.status = 201}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     set_policy(f, 4, 1000, 30000, 0);
     assert_int_equal(post_payment(f), PAYD_ERR_HTTP);
     assert_int_equal(f->result.http_status, 503);
@@ -137,7 +111,7 @@ static void test_final_client_errors_are_never_retried(void **state)
     for (size_t i = 0; i < sizeof finals / sizeof finals[0]; i++) {
         script_step steps[] = {{.status = finals[i].status, .code = finals[i].code},
                                {.status = 201}};
-        fixture *f = start(steps, 2);
+        fixture *f = start(steps, 2, NULL);
         assert_int_equal(post_payment(f), PAYD_ERR_HTTP);
         assert_int_equal(f->result.http_status, finals[i].status);
         assert_string_equal(f->result.code, finals[i].code);
@@ -155,7 +129,7 @@ static void test_409_request_in_progress_is_retried(void **state)
     static const script_step steps[] = {
         {.status = 409, .code = "request_in_progress", .retry_after = "1"},
         {.status = 201, .header_name = "Idempotent-Replayed", .header_value = "true"}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(f->result.attempts, 2);
     assert_true(f->result.replayed);
@@ -167,7 +141,7 @@ static void test_409_request_in_progress_is_retried(void **state)
 static void test_dropped_connection_is_retried(void **state)
 {
     static const script_step steps[] = {{.action = SCRIPT_DROP}, {.status = 201}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(f->result.http_status, 201);
     assert_int_equal(f->result.attempts, 2);
@@ -178,7 +152,7 @@ static void test_dropped_connection_is_retried(void **state)
 
 static void test_refused_connection_is_retried_then_reported(void **state)
 {
-    fixture *f = start(NULL, 0);
+    fixture *f = start(NULL, 0, NULL);
     scripted_stop(&f->server); /* nothing listens on that port any more */
     set_policy(f, 2, 1000, 30000, 0);
     assert_int_equal(post_payment(f), PAYD_ERR_NETWORK);
@@ -197,7 +171,7 @@ static void test_gives_up_after_max_retries(void **state)
 {
     static const script_step steps[] = {{.status = 503, .code = "processor_unavailable"}};
     for (int max_retries = 0; max_retries <= 3; max_retries++) {
-        fixture *f = start(steps, 1);
+        fixture *f = start(steps, 1, NULL);
         set_policy(f, max_retries, 1000, 30000, 0);
         assert_int_equal(post_payment(f), PAYD_ERR_HTTP);
         assert_int_equal(f->result.http_status, 503);
@@ -214,7 +188,7 @@ static void test_gives_up_after_max_retries(void **state)
 static void test_gives_up_when_the_next_wait_would_pass_the_deadline(void **state)
 {
     static const script_step steps[] = {{.status = 503, .code = "processor_unavailable"}};
-    fixture *f = start(steps, 1);
+    fixture *f = start(steps, 1, NULL);
     set_policy(f, 100, 1000, 30000, 5000);
     int64_t started = f->time.monotonic_ms;
     assert_int_equal(post_payment(f), PAYD_ERR_DEADLINE);
@@ -229,7 +203,7 @@ static void test_gives_up_when_the_next_wait_would_pass_the_deadline(void **stat
 static void test_deadline_cuts_a_hanging_attempt(void **state)
 {
     static const script_step steps[] = {{.action = SCRIPT_HANG, .status = 201, .hang_ms = 3000}};
-    fixture *f = start(steps, 1);
+    fixture *f = start(steps, 1, NULL);
     payd_client_set_time_hooks(f->client, NULL); /* a real timeout needs the real clock */
     set_policy(f, 4, 1000, 30000, 300);
     struct timespec t0, t1;
@@ -247,7 +221,7 @@ static void test_attempt_timeout_is_retried_with_the_same_key(void **state)
 {
     static const script_step steps[] = {{.action = SCRIPT_HANG, .status = 201, .hang_ms = 2000},
                                         {.status = 201}};
-    fixture *f = start(steps, 2);
+    fixture *f = start(steps, 2, NULL);
     payd_retry_policy policy;
     payd_retry_policy_default(&policy);
     policy.attempt_timeout_ms = 200;
@@ -264,7 +238,7 @@ static void test_every_delay_lies_in_the_jitter_band_and_is_capped(void **state)
     static const script_step steps[] = {{.status = 503, .code = "processor_unavailable"}};
     const int64_t base = 1000, cap = 5000;
     for (int run = 0; run < 10; run++) {
-        fixture *f = start(steps, 1);
+        fixture *f = start(steps, 1, NULL);
         set_policy(f, 6, base, cap, 0);
         assert_int_equal(post_payment(f), PAYD_ERR_HTTP);
         assert_int_equal(f->time.sleep_count, 6);
@@ -304,7 +278,7 @@ static void test_observer_sees_each_attempt_and_the_delay_chosen(void **state)
         {.action = SCRIPT_DROP},
         {.status = 503, .code = "processor_unavailable", .retry_after = "1"},
         {.status = 201}};
-    fixture *f = start(steps, 3);
+    fixture *f = start(steps, 3, NULL);
     observed seen = {0};
     payd_client_set_observer(f->client, observe, &seen);
     assert_int_equal(post_payment(f), PAYD_OK);
@@ -329,7 +303,7 @@ static void test_observer_sees_each_attempt_and_the_delay_chosen(void **state)
 static void test_observer_is_told_when_the_client_gives_up(void **state)
 {
     static const script_step steps[] = {{.status = 503}};
-    fixture *f = start(steps, 1);
+    fixture *f = start(steps, 1, NULL);
     set_policy(f, 1, 1000, 30000, 0);
     observed seen = {0};
     payd_client_set_observer(f->client, observe, &seen);
@@ -343,7 +317,7 @@ static void test_observer_is_told_when_the_client_gives_up(void **state)
 static void test_the_callers_key_is_used_and_gets_send_none(void **state)
 {
     static const script_step steps[] = {{.status = 503}, {.status = 201}, {.status = 200}};
-    fixture *f = start(steps, 3);
+    fixture *f = start(steps, 3, NULL);
     payd_request post = {.method = "POST",
                          .path = "/v1/payments",
                          .body = "{}",
@@ -361,7 +335,7 @@ static void test_the_callers_key_is_used_and_gets_send_none(void **state)
 static void test_each_logical_call_gets_a_fresh_key(void **state)
 {
     static const script_step steps[] = {{.status = 201}};
-    fixture *f = start(steps, 1);
+    fixture *f = start(steps, 1, NULL);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_int_equal(post_payment(f), PAYD_OK);
     assert_true(looks_like_uuid4(f->server.seen[1].idempotency_key));
@@ -371,7 +345,7 @@ static void test_each_logical_call_gets_a_fresh_key(void **state)
 
 static void test_an_invalid_key_is_refused_before_sending(void **state)
 {
-    fixture *f = start(NULL, 0);
+    fixture *f = start(NULL, 0, NULL);
     const char *bad_keys[] = {"", "has space", "line\r\nX-Evil: 1", "caf\xc3\xa9"};
     for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++) {
         payd_request request = {
