@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api_keys.h"
 #include "api/common.h"
 #include "core/ids.h"
 #include "core/timefmt.h"
+#include "core/version.h"
 #include "http/server.h"
 #include "idem/idem.h"
 #include "processor/http_processor.h"
@@ -21,18 +23,25 @@
 
 #define CLI_NODE_ID 1023 /* ids made by the command line never meet a server's (nodes 0..1022) */
 
-static void usage(void)
+/* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
+static void usage(FILE *out)
 {
     fprintf(
-        stderr,
+        out,
         "usage: payd <command> [flags]\n\n"
         "  serve [--listen HOST:PORT] [--db URL] ...   serve the API (payd serve --help)\n"
         "  migrate --db URL                             create or upgrade the schema\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
+        "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
+        "  key list --user USER_ID --db URL             the user's keys (id and prefix only)\n"
+        "  key revoke KEY_ID --db URL                   revoke a key (401 within "
+        "--auth-cache-ttl)\n"
         "  id decode ID                                 show an id's time, node and sequence\n"
         "  processor-sim [--listen HOST:PORT] [fault flags]   the external processor simulator\n"
-        "  dev seed --account ACCOUNT_ID --count N --db URL   bulk payments for benchmarks\n\n"
+        "  dev seed --account ACCOUNT_ID --count N --db URL   bulk payments for benchmarks\n"
+        "  dev store-bench --db PATH [--threads T] [--jobs N] [--max-batch B]   the store alone\n"
+        "  --version                                    print the version and git revision\n\n"
         "--db takes a path, sqlite:PATH or postgres://...; default ./payd.db or $PAYD_DB.\n");
 }
 
@@ -83,18 +92,21 @@ static int cmd_migrate(int argc, char **argv)
 
 typedef struct new_user {
     uint64_t id;
-    const char *name, *email, *key_hash, *rate_limit;
+    const char *name, *email, *rate_limit;
+    const new_api_key *key;
     int64_t now;
 } new_user;
 
+/* The user and its first API key, in one transaction. */
 static int insert_user(db_conn *db, void *arg)
 {
     new_user *u = arg;
     return db_exec(db,
                    "INSERT INTO users (id, name, email, api_key_hash, rate_limit, version, "
                    "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
-                   "issssi", (int64_t)u->id, u->name, u->email, u->key_hash, u->rate_limit,
-                   u->now) == DB_DONE
+                   "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
+                   u->now) == DB_DONE &&
+                   api_key_insert(db, u->key) == DB_DONE
                ? 0
                : -1;
 }
@@ -127,21 +139,23 @@ static int cmd_user_create(int argc, char **argv)
     store *s = open_store(argc, argv);
     if (!s)
         return 1;
-    char key[API_KEY_MAX], hash[65];
-    auth_new_key(key, hash);
+    new_api_key key;
     new_user u = {.id = cli_id(),
                   .name = argv[0],
                   .email = flag(argc, argv, "--email"),
-                  .key_hash = hash,
                   .rate_limit = rate,
+                  .key = &key,
                   .now = now_us()};
+    uint64_t key_id = cli_id();
+    api_key_generate(&key, key_id, u.id, NULL, created_at_of(key_id));
     int rc = store_write(s, insert_user, &u);
     store_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: could not create the user\n");
         return 1;
     }
-    print_json(json_pack("{s:o, s:s}", "user_id", json_id("usr", u.id), "api_key", key));
+    print_json(json_pack("{s:o, s:s, s:o}", "user_id", json_id("usr", u.id), "api_key", key.key,
+                         "key_id", json_id("key", key_id)));
     return 0;
 }
 
@@ -220,6 +234,142 @@ static int cmd_id_decode(int argc, char **argv)
     return 0;
 }
 
+/* ---- key: several API keys per user (§13) ---- */
+
+static bool user_exists(db_conn *db, uint64_t user)
+{
+    db_stmt *st = db_query(db, "SELECT 1 FROM users WHERE id = $1", "i", (int64_t)user);
+    bool found = db_step(st) == DB_ROW;
+    db_done(st);
+    return found;
+}
+
+typedef struct key_job {
+    new_api_key *key;
+    bool user_found;
+} key_job;
+
+static int insert_key_for_user(db_conn *db, void *arg)
+{
+    key_job *job = arg;
+    job->user_found = user_exists(db, job->key->user);
+    if (!job->user_found)
+        return -1;
+    return api_key_insert(db, job->key) == DB_DONE ? 0 : -1;
+}
+
+static int cmd_key_create(int argc, char **argv)
+{
+    const char *user_text = flag(argc, argv, "--user");
+    uint64_t user;
+    if (!user_text || id_parse(user_text, "usr", &user) != 0) {
+        fprintf(stderr, "usage: payd key create --user usr_... [--name N] --db URL\n");
+        return 2;
+    }
+    store *s = open_store(argc, argv);
+    if (!s)
+        return 1;
+    new_api_key key;
+    uint64_t id = cli_id();
+    api_key_generate(&key, id, user, flag(argc, argv, "--name"), created_at_of(id));
+    key_job job = {.key = &key};
+    int rc = store_write(s, insert_key_for_user, &job);
+    store_close(s);
+    if (rc != 0) {
+        fprintf(stderr, "payd: %s\n", job.user_found ? "could not create the key" : "no such user");
+        return 1;
+    }
+    print_json(json_pack("{s:o, s:s, s:o, s:s}", "key_id", json_id("key", id), "api_key", key.key,
+                         "user_id", json_id("usr", user), "prefix", key.prefix));
+    return 0;
+}
+
+/* Every key of the user, oldest first, one JSON object a line (never the key or its hash). */
+static int cmd_key_list(int argc, char **argv)
+{
+    const char *user_text = flag(argc, argv, "--user");
+    uint64_t user;
+    if (!user_text || id_parse(user_text, "usr", &user) != 0) {
+        fprintf(stderr, "usage: payd key list --user usr_... --db URL\n");
+        return 2;
+    }
+    store *s = open_store(argc, argv);
+    if (!s)
+        return 1;
+    db_conn *db = store_reader(s);
+    int rc = 1;
+    if (!db) {
+        fprintf(stderr, "payd: the database is unavailable\n");
+    } else if (!user_exists(db, user)) {
+        fprintf(stderr, "payd: no such user\n");
+    } else {
+        db_stmt *st = db_query(db,
+                               "SELECT " API_KEY_COLUMNS " FROM api_keys WHERE user_id = $1 "
+                               "ORDER BY created_at, id",
+                               "i", (int64_t)user);
+        while (db_step(st) == DB_ROW)
+            print_json(api_key_json(st));
+        db_done(st);
+        rc = 0;
+    }
+    store_close(s);
+    return rc;
+}
+
+typedef struct revoke_job {
+    uint64_t key_id;
+    json_t *key;
+} revoke_job;
+
+static int revoke_any_key(db_conn *db, void *arg)
+{
+    revoke_job *job = arg;
+    db_stmt *st = api_key_revoke(db, job->key_id, 0, now_us());
+    if (!st)
+        return -1;
+    json_decref(job->key);
+    job->key = db_step(st) == DB_ROW ? api_key_json(st) : NULL;
+    db_done(st);
+    return 0;
+}
+
+static int cmd_key_revoke(int argc, char **argv)
+{
+    revoke_job job = {0};
+    if (argc < 1 || id_parse(argv[0], "key", &job.key_id) != 0) {
+        fprintf(stderr, "usage: payd key revoke key_... --db URL\n");
+        return 2;
+    }
+    store *s = open_store(argc, argv);
+    if (!s)
+        return 1;
+    int rc = store_write(s, revoke_any_key, &job);
+    store_close(s);
+    if (rc != 0 || !job.key) {
+        json_decref(job.key);
+        fprintf(stderr, "payd: %s\n", rc != 0 ? "could not revoke the key" : "no such key");
+        return 1;
+    }
+    print_json(job.key);
+    return 0;
+}
+
+static int cmd_key(int argc, char **argv)
+{
+    const char *sub = argc > 0 ? argv[0] : "";
+    if (!strcmp(sub, "create"))
+        return cmd_key_create(argc - 1, argv + 1);
+    if (!strcmp(sub, "list"))
+        return cmd_key_list(argc - 1, argv + 1);
+    if (!strcmp(sub, "revoke"))
+        return cmd_key_revoke(argc - 1, argv + 1);
+    fprintf(stderr,
+            "payd: unknown command 'key %s'\n"
+            "usage: payd key create|list|revoke (payd --help)\n",
+            sub);
+    return 2;
+}
+
 /* ---- serve ---- */
 
 static int cmd_serve(int argc, char **argv)
@@ -287,9 +437,17 @@ static int cmd_serve(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage();
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("payd %s (git %s)\n", payd_version, payd_revision);
+        return 0;
     }
     const char *cmd = argv[1];
     const char *sub = argc > 2 ? argv[2] : "";
@@ -309,6 +467,14 @@ int main(int argc, char **argv)
         return dev_seed_main(argc - 3, argv + 3);
     if (!strcmp(cmd, "dev") && !strcmp(sub, "store-bench"))
         return dev_store_bench_main(argc - 3, argv + 3);
-    usage();
+    if (!strcmp(cmd, "key"))
+        return cmd_key(argc - 2, argv + 2);
+    /* Name what was not understood: the command, or the command's sub-command. */
+    if (!strcmp(cmd, "user") || !strcmp(cmd, "account") || !strcmp(cmd, "id") ||
+        !strcmp(cmd, "dev"))
+        fprintf(stderr, "payd: unknown command '%s %s'\n\n", cmd, sub);
+    else
+        fprintf(stderr, "payd: unknown command '%s'\n\n", cmd);
+    usage(stderr);
     return 2;
 }

@@ -41,6 +41,10 @@ json_t *transfer_json(db_stmt *st);
 void users_me(request *req);
 void users_update(request *req);
 
+void api_keys_list(request *req);
+void api_keys_create(request *req);
+void api_keys_revoke(request *req);
+
 void products_create(request *req);
 void products_get(request *req);
 void products_update(request *req);

@@ -47,6 +47,10 @@ const route payd_routes[] = {
     R("GET", "/v1/users/me", users_me, AUTH),
     R("PATCH", "/v1/users/me", users_update, WRITE),
 
+    R("GET", "/v1/api_keys", api_keys_list, AUTH),
+    R("POST", "/v1/api_keys", api_keys_create, WRITE),
+    R("DELETE", "/v1/api_keys/{id}", api_keys_revoke, AUTH | ROUTE_BLOCKING),
+
     R("POST", "/v1/products", products_create, WRITE | IDEM_OK),
     R("GET", "/v1/products/{sku}", products_get, AUTH),
     R("PATCH", "/v1/products/{sku}", products_update, WRITE),

@@ -55,6 +55,8 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_OVERLOADED] = {503, "overloaded", "Server overloaded", KEY_RELEASE},
     [ERR_SHUTTING_DOWN] = {503, "shutting_down", "Server shutting down", KEY_RELEASE},
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
+    [ERR_API_KEY_IN_USE] = {409, "api_key_in_use",
+                            "The API key making this request cannot revoke itself", KEY_RELEASE},
     [ERR_INTERNAL] = {500, "internal_error", "Internal error", KEY_UNLOCK},
 };
 

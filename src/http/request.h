@@ -25,6 +25,7 @@ typedef struct header_pair {
 
 typedef struct user_info {
     uint64_t id;
+    uint64_t key_id;                    /* the API key this request was made with */
     int64_t rate_count, rate_period_ms; /* the user's own limit; 0 = the server default */
 } user_info;
 

@@ -84,12 +84,18 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
     db_conn *db = store_reader(a->store);
     if (!db)
         return false;
-    db_stmt *st = db_query(
-        db, "SELECT id, api_key_hash, rate_limit FROM users WHERE api_key_hash = $1", "s", hash);
+    /* Only active keys: a revoked key fails here, so on every node it fails once its cache
+     * entry has expired (within --auth-cache-ttl). */
+    db_stmt *st = db_query(db,
+                           "SELECT k.user_id, k.key_hash, u.rate_limit, k.id FROM api_keys k "
+                           "JOIN users u ON u.id = k.user_id "
+                           "WHERE k.key_hash = $1 AND k.status = 'active'",
+                           "s", hash);
     bool found = false;
     if (db_step(st) == DB_ROW && CRYPTO_memcmp(db_text(st, 1), hash, 64) == 0) {
         memset(out, 0, sizeof *out);
         out->id = (uint64_t)db_int(st, 0);
+        out->key_id = (uint64_t)db_int(st, 3);
         rate_spec rate;
         if (db_text(st, 2) && parse_rate(db_text(st, 2), &rate) == 0) {
             out->rate_count = rate.count;

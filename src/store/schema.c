@@ -96,6 +96,20 @@ static const char *const migrations[] = {
      * reserving again; unique, so one claim can never hold two refunds */
     "ALTER TABLE refunds ADD COLUMN processor_key TEXT;"
     "CREATE UNIQUE INDEX refunds_processor_key ON refunds (processor_key);",
+
+    /* 3: several API keys per user (§13), so a key can be rotated without downtime and revoked.
+     * Only the SHA-256 of a key is stored, with its first characters (prefix) to tell keys
+     * apart. Each user's existing key moves here under the user's own id (unique: one such key
+     * per user); its prefix was never stored, so it shows as just "sk_". users.api_key_hash
+     * stays (SQLite cannot drop a UNIQUE column) and holds the user's first key's hash; nothing
+     * reads it any more. */
+    "CREATE TABLE api_keys ("
+    "  id ID_PK, user_id BIGINT NOT NULL, name TEXT, key_hash TEXT NOT NULL UNIQUE,"
+    "  prefix TEXT NOT NULL, status TEXT NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
+    "CREATE INDEX api_keys_page ON api_keys (user_id, created_at, id);"
+    "CREATE INDEX api_keys_status_page ON api_keys (user_id, status, created_at, id);"
+    "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at)"
+    "  SELECT id, id, NULL, api_key_hash, 'sk_', 'active', created_at FROM users;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -1,0 +1,37 @@
+#ifndef PAYD_API_API_KEYS_H
+#define PAYD_API_API_KEYS_H
+/* API keys (§13): a user holds several, so a key can be rotated without downtime. A key is shown
+ * once, when it is made; the database keeps its SHA-256 and its first characters (the prefix)
+ * only. Revoking a key marks it revoked: auth accepts active keys only, so every node refuses it
+ * once its auth cache entry expires (--auth-cache-ttl). Shared by the API and `payd key`. */
+#include <jansson.h>
+#include <stdint.h>
+
+#include "store/db.h"
+
+/* The prefix kept and listed: "sk_" and 8 characters of the key (48 of its 256 random bits). */
+#define API_KEY_PREFIX_LEN 11
+#define API_KEY_COLUMNS    "id, user_id, name, prefix, status, created_at, revoked_at"
+
+typedef struct new_api_key {
+    uint64_t id, user;
+    const char *name; /* NULL: none */
+    char key[64];     /* the key itself: shown once, never stored */
+    char hash[65];    /* its SHA-256, hex */
+    char prefix[API_KEY_PREFIX_LEN + 1];
+    int64_t created_at; /* µs */
+} new_api_key;
+
+/* Makes a fresh key for user (its id and created_at are the caller's) into k. */
+void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *name,
+                      int64_t created_at);
+/* Inserts k; DB_DONE on success. */
+db_status api_key_insert(db_conn *db, const new_api_key *k);
+/* Revokes the user's key (user 0: whoever owns it) at `now`; revoking a revoked key changes
+ * nothing. Then selects API_KEY_COLUMNS of that key: the caller steps the statement (no row:
+ * no such key of that user) and finishes it with db_done. NULL on a database error. */
+db_stmt *api_key_revoke(db_conn *db, uint64_t key_id, uint64_t user, int64_t now);
+/* A row of API_KEY_COLUMNS as the API shows it: never the key or its hash. */
+json_t *api_key_json(db_stmt *st);
+
+#endif
