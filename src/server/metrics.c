@@ -1,12 +1,16 @@
 #include "server/metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include "core/version.h"
 #include "server/app.h"
 #include "store/store.h"
 
@@ -23,6 +27,15 @@ static const double latency_bounds_ms[] = {0.25, 0.5, 1,   2.5,  5,    10,   25,
                                            100,  250, 500, 1000, 2500, 5000, 10000};
 #define LATENCY_BUCKETS (sizeof latency_bounds_ms / sizeof latency_bounds_ms[0])
 
+/* One latency histogram per route pattern (or "unmatched"): the route table is fixed, so the
+ * set of histograms is too. */
+#define MAX_ROUTE_HISTOGRAMS 128
+typedef struct route_latency {
+    const char *route;
+    atomic_llong buckets[LATENCY_BUCKETS + 1];
+    atomic_llong sum_us, count;
+} route_latency;
+
 typedef struct named_counter {
     const char *a, *b;
     atomic_llong count;
@@ -32,8 +45,8 @@ struct metrics {
     pthread_mutex_t grow; /* taken only to add a new series */
     request_series series[MAX_SERIES];
     atomic_int series_count;
-    atomic_llong latency_buckets[LATENCY_BUCKETS + 1];
-    atomic_llong latency_sum_us, latency_count;
+    route_latency latency[MAX_ROUTE_HISTOGRAMS];
+    atomic_int latency_count;
     atomic_llong replays, rate_limited;
     named_counter idem_conflicts[4];
     named_counter processor_calls[16];
@@ -66,6 +79,39 @@ static request_series *find_series(metrics *m, const char *route, const char *me
     return NULL;
 }
 
+static route_latency *find_latency(metrics *m, const char *route)
+{
+    int n = atomic_load(&m->latency_count);
+    for (int i = 0; i < n; i++)
+        if (m->latency[i].route == route || !strcmp(m->latency[i].route, route))
+            return &m->latency[i];
+    return NULL;
+}
+
+static void observe_latency(metrics *m, const char *route, double duration_ms)
+{
+    route_latency *h = find_latency(m, route);
+    if (!h) {
+        pthread_mutex_lock(&m->grow);
+        h = find_latency(m, route);
+        int n = atomic_load(&m->latency_count);
+        if (!h && n < MAX_ROUTE_HISTOGRAMS) {
+            h = &m->latency[n];
+            h->route = route;
+            atomic_store(&m->latency_count, n + 1);
+        }
+        pthread_mutex_unlock(&m->grow);
+    }
+    if (!h)
+        return;
+    size_t b = 0;
+    while (b < LATENCY_BUCKETS && duration_ms > latency_bounds_ms[b])
+        b++;
+    atomic_fetch_add(&h->buckets[b], 1);
+    atomic_fetch_add(&h->sum_us, (long long)(duration_ms * 1000));
+    atomic_fetch_add(&h->count, 1);
+}
+
 void metrics_observe_request(metrics *m, const char *route, const char *method, int status,
                              double duration_ms)
 {
@@ -85,12 +131,7 @@ void metrics_observe_request(metrics *m, const char *route, const char *method, 
     }
     if (s)
         atomic_fetch_add(&s->count, 1);
-    size_t b = 0;
-    while (b < LATENCY_BUCKETS && duration_ms > latency_bounds_ms[b])
-        b++;
-    atomic_fetch_add(&m->latency_buckets[b], 1);
-    atomic_fetch_add(&m->latency_sum_us, (long long)(duration_ms * 1000));
-    atomic_fetch_add(&m->latency_count, 1);
+    observe_latency(m, route, duration_ms);
 }
 
 static void count_named(metrics *m, named_counter *table, size_t size, const char *a, const char *b)
@@ -132,6 +173,35 @@ void metrics_count_processor(metrics *m, const char *operation, const char *outc
     count_named(m, m->processor_calls, 16, operation, outcome);
 }
 
+/* Seconds since the epoch when this process started: its start in clock ticks after boot
+ * (/proc/self/stat, field 22) plus the boot time (/proc/stat btime). 0 when unknown. */
+static double process_start_time(void)
+{
+    char stat[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[len] = '\0';
+    /* The command name (field 2) may hold spaces: count fields after its closing ')'. */
+    const char *p = strrchr(stat, ')');
+    unsigned long long start_ticks = 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p + 1, "%llu", &start_ticks) != 1)
+        return 0;
+    unsigned long long boot = 0;
+    char line[256];
+    f = fopen("/proc/stat", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &boot) == 1)
+            break;
+    if (f)
+        fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return boot && hz > 0 ? (double)boot + (double)start_ticks / (double)hz : 0;
+}
+
 typedef struct text {
     char *buf;
     size_t len, cap;
@@ -153,30 +223,121 @@ __attribute__((format(printf, 2, 3))) static void put(text *t, const char *fmt, 
     }
 }
 
+static void render_latency(text *t, metrics *m)
+{
+    put(t, "# HELP payd_http_request_duration_seconds Request latency by route pattern.\n"
+           "# TYPE payd_http_request_duration_seconds histogram\n");
+    int n = atomic_load(&m->latency_count);
+    for (int i = 0; i < n; i++) {
+        route_latency *h = &m->latency[i];
+        long long cumulative = 0;
+        for (size_t b = 0; b < LATENCY_BUCKETS; b++) {
+            cumulative += atomic_load(&h->buckets[b]);
+            put(t, "payd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %lld\n",
+                h->route, latency_bounds_ms[b] / 1000, cumulative);
+        }
+        cumulative += atomic_load(&h->buckets[LATENCY_BUCKETS]);
+        put(t, "payd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %lld\n",
+            h->route, cumulative);
+        put(t, "payd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", h->route,
+            (double)atomic_load(&h->sum_us) / 1e6);
+        put(t, "payd_http_request_duration_seconds_count{route=\"%s\"} %lld\n", h->route,
+            atomic_load(&h->count));
+    }
+}
+
+/* Buckets 1, 2, 4, ... up to the first power of two that holds --max-batch, so the largest
+ * batch the writer can make has a bucket of its own below +Inf. */
+static void render_batch_sizes(text *t, const store_stats *st, int64_t max_batch)
+{
+    put(t, "# HELP payd_store_commit_batch_size Write jobs per committed transaction.\n"
+           "# TYPE payd_store_commit_batch_size histogram\n");
+    long long cumulative = 0;
+    for (int b = 0; b < STORE_BATCH_BUCKETS; b++) {
+        cumulative += st->batch_size_buckets[b];
+        if (b < STORE_BATCH_BUCKETS - 1 && (1LL << b) < max_batch * 2)
+            put(t, "payd_store_commit_batch_size_bucket{le=\"%lld\"} %lld\n", 1LL << b, cumulative);
+    }
+    put(t, "payd_store_commit_batch_size_bucket{le=\"+Inf\"} %lld\n", cumulative);
+    put(t, "payd_store_commit_batch_size_sum %lld\npayd_store_commit_batch_size_count %lld\n",
+        (long long)st->jobs, (long long)st->batches);
+}
+
+static void render_build_info(text *t)
+{
+    put(t,
+        "# HELP payd_build_info The version and git revision payd was built from.\n"
+        "# TYPE payd_build_info gauge\n"
+        "payd_build_info{version=\"%s\",revision=\"%s\"} 1\n",
+        payd_version, payd_revision);
+}
+
+/* The process_* series every Prometheus client library exports, read from /proc. */
+static void render_process(text *t)
+{
+    struct rusage usage;
+    if (getrusage(RUSAGE_SELF, &usage) == 0)
+        put(t,
+            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+            "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
+            (double)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long virtual_pages = 0, resident_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &virtual_pages, &resident_pages) == 2)
+            put(t,
+                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n"
+                "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+                resident_pages * (unsigned long long)page,
+                virtual_pages * (unsigned long long)page);
+        fclose(f);
+    }
+
+    DIR *fds = opendir("/proc/self/fd");
+    if (fds) {
+        long open_fds = 0;
+        for (struct dirent *e; (e = readdir(fds));)
+            open_fds += e->d_name[0] != '.';
+        closedir(fds);
+        put(t,
+            "# HELP process_open_fds Number of open file descriptors.\n"
+            "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+            open_fds - 1); /* not the one opendir itself holds */
+    }
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        put(t,
+            "# HELP process_max_fds Maximum number of open file descriptors.\n"
+            "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+            (unsigned long long)limit.rlim_cur);
+
+    double start = process_start_time();
+    if (start > 0)
+        put(t,
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in "
+            "seconds.\n"
+            "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+            start);
+}
+
 char *metrics_render(metrics *m, app *a)
 {
     text t = {.buf = malloc(8192), .cap = 8192};
-    put(&t, "# HELP payd_http_requests_total HTTP requests by route pattern, method and status.\n"
+    put(&t, "# HELP payd_http_requests_total HTTP requests by route pattern, method and status "
+            "code.\n"
             "# TYPE payd_http_requests_total counter\n");
     int n = atomic_load(&m->series_count);
     for (int i = 0; i < n; i++)
-        put(&t, "payd_http_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %lld\n",
+        put(&t, "payd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %lld\n",
             m->series[i].route, m->series[i].method, m->series[i].status,
             atomic_load(&m->series[i].count));
 
-    put(&t, "# HELP payd_http_request_duration_seconds Request latency.\n"
-            "# TYPE payd_http_request_duration_seconds histogram\n");
-    long long cumulative = 0;
-    for (size_t b = 0; b < LATENCY_BUCKETS; b++) {
-        cumulative += atomic_load(&m->latency_buckets[b]);
-        put(&t, "payd_http_request_duration_seconds_bucket{le=\"%g\"} %lld\n",
-            latency_bounds_ms[b] / 1000, cumulative);
-    }
-    cumulative += atomic_load(&m->latency_buckets[LATENCY_BUCKETS]);
-    put(&t, "payd_http_request_duration_seconds_bucket{le=\"+Inf\"} %lld\n", cumulative);
-    put(&t, "payd_http_request_duration_seconds_sum %.6f\n",
-        (double)atomic_load(&m->latency_sum_us) / 1e6);
-    put(&t, "payd_http_request_duration_seconds_count %lld\n", atomic_load(&m->latency_count));
+    render_latency(&t, m);
 
     put(&t,
         "# HELP payd_idempotent_replays_total Stored responses replayed for a repeated key.\n"
@@ -200,18 +361,7 @@ char *metrics_render(metrics *m, app *a)
 
     store_stats st;
     store_get_stats(a->store, &st);
-    put(&t, "# HELP payd_store_commit_batch_size Write jobs per committed transaction.\n"
-            "# TYPE payd_store_commit_batch_size histogram\n");
-    long long jobs_cumulative = 0;
-    for (int b = 0; b < 8; b++) {
-        jobs_cumulative += st.batch_size_buckets[b];
-        if (b < 7)
-            put(&t, "payd_store_commit_batch_size_bucket{le=\"%d\"} %lld\n", (2 << b) - 1,
-                jobs_cumulative);
-    }
-    put(&t, "payd_store_commit_batch_size_bucket{le=\"+Inf\"} %lld\n", jobs_cumulative);
-    put(&t, "payd_store_commit_batch_size_sum %lld\npayd_store_commit_batch_size_count %lld\n",
-        (long long)st.jobs, (long long)st.batches);
+    render_batch_sizes(&t, &st, a->cfg.group_commit ? a->cfg.max_batch : 1);
     put(&t,
         "# HELP payd_store_failed_commits_total Transactions that failed to commit.\n"
         "# TYPE payd_store_failed_commits_total counter\npayd_store_failed_commits_total %lld\n",
@@ -224,5 +374,7 @@ char *metrics_render(metrics *m, app *a)
         "# HELP payd_requests_in_flight Requests waiting on a worker.\n"
         "# TYPE payd_requests_in_flight gauge\npayd_requests_in_flight %d\n",
         atomic_load(&a->in_flight));
+    render_build_info(&t);
+    render_process(&t);
     return t.buf;
 }

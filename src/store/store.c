@@ -64,13 +64,12 @@ db_kind store_kind(const store *s)
     return s->kind;
 }
 
+/* The smallest b with n <= 2^b (see store_stats). */
 static int batch_bucket(int n)
 {
     int b = 0;
-    while (n > 1 && b < 7) {
-        n >>= 1;
+    while ((1 << b) < n && b < STORE_BATCH_BUCKETS - 1)
         b++;
-    }
     return b;
 }
 

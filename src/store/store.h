@@ -26,10 +26,14 @@ typedef struct store_options {
     int writer_conns; /* PostgreSQL: connections in the write pool */
 } store_options;
 
+#define STORE_BATCH_BUCKETS 18
+
 typedef struct store_stats {
     int64_t jobs, batches, failed_commits;
-    int64_t queue_depth;           /* jobs waiting right now */
-    int64_t batch_size_buckets[8]; /* 1, 2-3, 4-7, ..., 128+ */
+    int64_t queue_depth; /* jobs waiting right now */
+    /* Batches by size: bucket b holds sizes in (2^(b-1), 2^b], so its upper bound is 2^b:
+     * 1, 2, 3-4, 5-8, ... up to 2^17, above the largest --max-batch (100000). */
+    int64_t batch_size_buckets[STORE_BATCH_BUCKETS];
 } store_stats;
 
 store *store_open(const store_options *opt, char *err, size_t errlen);

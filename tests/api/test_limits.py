@@ -108,12 +108,13 @@ def test_metrics_parse_and_move(fresh_server):
     r = s.request("GET", "/metrics")
     assert r.header("content-type").startswith("text/plain")
     after = parse_prometheus(r.raw.decode())
-    key = 'payd_http_requests_total{route="/v1/payments",method="POST",status="201"}'
+    key = 'payd_http_requests_total{route="/v1/payments",method="POST",code="201"}'
     assert after[key] - before.get(key, 0) == 2
     assert after["payd_idempotent_replays_total"] - before["payd_idempotent_replays_total"] == 1
     assert after['payd_processor_calls_total{operation="charge",outcome="approved"}'] >= 1
     assert after['payd_processor_calls_total{operation="charge",outcome="declined"}'] >= 1
-    assert after["payd_http_request_duration_seconds_count"] > before["payd_http_request_duration_seconds_count"]
+    latency = 'payd_http_request_duration_seconds_count{route="/v1/payments"}'
+    assert after[latency] - before.get(latency, 0) == 3
     assert after["payd_store_commit_batch_size_count"] > before["payd_store_commit_batch_size_count"]
     assert "payd_store_queue_depth" in after and "payd_rate_limited_total" in after
 
