@@ -47,9 +47,10 @@ typedef struct option_spec {
 } option_spec;
 
 typedef enum command_kind {
-    COMMAND_SINGLE, /* one request, its answer printed as JSON */
-    COMMAND_LIST,   /* one page as JSON Lines, or every page with --all */
-    COMMAND_EXPORT, /* every page, to a file or stdout, as JSON Lines or CSV, with progress */
+    COMMAND_SINGLE,  /* one request, its answer printed as JSON */
+    COMMAND_LIST,    /* one page as JSON Lines, or every page with --all */
+    COMMAND_EXPORT,  /* every page, to a file or stdout, as JSON Lines or CSV, with progress */
+    COMMAND_REQUEST, /* payctl request METHOD PATH [-d JSON]: any request, printed as JSON */
 } command_kind;
 
 typedef struct command {
@@ -80,6 +81,11 @@ typedef struct invocation {
     bool verbose;
     bool pretty;
     payd_client *client;
+    /* payctl request: the method and path given on the command line */
+    char request_method[8];
+    const char *request_path;
+    const char *url; /* the server, for messages */
+    bool told_unreachable;
 } invocation;
 
 /* run.c */
@@ -103,5 +109,7 @@ typedef struct progress {
 void progress_start(progress *p);
 void progress_update(progress *p, long items, long pages);
 void progress_clear(progress *p);
+/* The line export ends with, on stderr: how many items, pages and seconds, and where to. */
+void progress_summary(progress *p, long items, long pages, const char *target, bool complete);
 
 #endif

@@ -177,5 +177,20 @@ const command payctl_commands[] = {
                 OPT("quantity", "N", VALUE_INTEGER, TO_BODY, "quantity", true, "1-1000000"),
                 OPT("order", "ID", VALUE_STRING, TO_BODY, "order_id", false, "the order it is for"),
                 IDEMPOTENCY_KEY)),
+
+    COMMAND(
+        "keys", "list", COMMAND_LIST, "GET", PATHS("/v1/api_keys"), NULL,
+        "List your API keys (id and prefix; never the key) as JSON Lines.",
+        OPTIONS(OPT("status", "S", VALUE_STRING, TO_QUERY, "status", false, "active or revoked"),
+                LIST_OPTIONS)),
+    COMMAND("keys", "create", COMMAND_SINGLE, "POST", PATHS("/v1/api_keys"), NULL,
+            "Make a new API key; it is shown only in this answer. Rotate: create, move your "
+            "clients to the new key, then revoke the old one with the new one.",
+            OPTIONS(OPT("name", "NAME", VALUE_STRING, TO_BODY, "name", false,
+                        "a label to tell keys apart"))),
+    COMMAND("keys", "revoke", COMMAND_SINGLE, "DELETE", PATHS("/v1/api_keys/{id}"), "id",
+            "Revoke an API key: refused at once here, on every node within the server's "
+            "--auth-cache-ttl. A key cannot revoke itself.",
+            OPTIONS(ID_IN_PATH("the key (key_...)"))),
     {0},
 };

@@ -6,8 +6,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/units.h"
+#include "core/version.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8080"
 
@@ -32,6 +34,27 @@ static const option_spec global_options[] = {
     {"help", NULL, VALUE_NONE, TO_PAYCTL, NULL, false, "show help for the command"},
     {0},
 };
+
+/* payctl request METHOD PATH [-d JSON]: any request the commands do not cover, with the same
+ * retries, Idempotency-Key (a fresh one per POST unless given) and output. */
+static const option_spec request_options[] = {
+    {"data", "JSON", VALUE_STRING, TO_PAYCTL, NULL, false, "the request body (also -d JSON)"},
+    {"idempotency-key", "KEY", VALUE_STRING, TO_IDEMPOTENCY_KEY, NULL, false,
+     "reuse this key instead of a fresh UUIDv4 (POST)"},
+    {"if-match", "ETAG", VALUE_STRING, TO_IF_MATCH, NULL, false,
+     "apply only if the ETag still matches"},
+    {0},
+};
+static const command request_command = {
+    "request",
+    "",
+    COMMAND_REQUEST,
+    "",
+    {"/", NULL},
+    NULL,
+    "Send any request: payctl request METHOD PATH [-d JSON]. METHOD is GET, HEAD, POST, PUT, "
+    "PATCH or DELETE; PATH starts with / and may carry a query string.",
+    request_options};
 
 static int usage_error(const char *format, ...)
 {
@@ -75,10 +98,13 @@ static void print_top_help(FILE *out)
         snprintf(name, sizeof name, "%s %s", c->group, c->verb);
         fprintf(out, "  %-22s %.*s\n", name, first_sentence_length(c->summary), c->summary);
     }
+    fprintf(out, "  %-22s %.*s\n", "request METHOD PATH",
+            first_sentence_length(request_command.summary), request_command.summary);
     fprintf(out, "\nglobal options:\n");
     for (const option_spec *o = global_options; o->name; o++)
         print_option_help(out, o);
-    fprintf(out, "\n'payctl GROUP COMMAND --help' shows a command's options.\n");
+    fprintf(out, "\n'payctl GROUP COMMAND --help' shows a command's options; 'payctl --version' "
+                 "the version.\n");
 }
 
 static void print_group_help(FILE *out, const char *group)
@@ -88,6 +114,17 @@ static void print_group_help(FILE *out, const char *group)
         if (strcmp(c->group, group) == 0)
             fprintf(out, "  %-12s %.*s\n", c->verb, first_sentence_length(c->summary), c->summary);
     fprintf(out, "\n'payctl %s COMMAND --help' shows a command's options.\n", group);
+}
+
+static void print_request_help(FILE *out)
+{
+    fprintf(out, "usage: payctl request METHOD PATH [-d JSON] [options]\n\n%s\n\noptions:\n",
+            request_command.summary);
+    for (const option_spec *o = request_options; o->name; o++)
+        print_option_help(out, o);
+    fprintf(out, "\nglobal options:\n");
+    for (const option_spec *o = global_options; o->name; o++)
+        print_option_help(out, o);
 }
 
 static void print_command_help(FILE *out, const command *c)
@@ -173,6 +210,8 @@ static int split_arguments(int argc, char **argv, parsed_line *line)
             *o = (raw_option){"help", 4, NULL};
         } else if (strcmp(arg, "-v") == 0) {
             *o = (raw_option){"verbose", 7, NULL};
+        } else if (strcmp(arg, "-d") == 0) {
+            *o = (raw_option){"data", 4, i + 1 < argc ? argv[++i] : NULL};
         } else if (arg[1] != '-') {
             return usage_error("unknown option %s", arg);
         } else {
@@ -227,6 +266,55 @@ static const command *find_command(const char *group, const char *verb, bool *gr
     return NULL;
 }
 
+/* The options of line that belong to command c or are global, into inv. */
+static int take_options(const parsed_line *line, const command *c, invocation *inv)
+{
+    for (size_t i = 0; i < line->option_count; i++) {
+        const raw_option *raw = &line->options[i];
+        const option_spec *spec = find_option(c->options, raw->name, raw->name_len);
+        if (!spec)
+            spec = find_option(global_options, raw->name, raw->name_len);
+        if (!spec)
+            return usage_error("unknown option --%.*s for \"%s%s%s\" (see --help)",
+                               (int)raw->name_len, raw->name, c->group, c->verb[0] ? " " : "",
+                               c->verb);
+        int status = add_given(inv, spec, raw->value);
+        if (status != EXIT_OK)
+            return status;
+    }
+    return EXIT_OK;
+}
+
+static int parse_request_line(const parsed_line *line, bool wants_help, invocation *inv)
+{
+    if (wants_help) {
+        print_request_help(stdout);
+        return EXIT_OK;
+    }
+    if (line->positional_count != 3)
+        return usage_error("usage: payctl request METHOD PATH [-d JSON] (see --help)");
+    static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+    const char *method = line->positionals[1], *path = line->positionals[2];
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strcasecmp(method, methods[i]) == 0)
+            snprintf(inv->request_method, sizeof inv->request_method, "%s", methods[i]);
+    if (!inv->request_method[0])
+        return usage_error("METHOD is GET, HEAD, POST, PUT, PATCH or DELETE, not \"%s\"", method);
+    if (path[0] != '/' || strpbrk(path, " \r\n\t#"))
+        return usage_error("PATH starts with / and holds no spaces, like /v1/accounts?limit=5, "
+                           "not \"%s\"",
+                           path);
+    inv->command = &request_command;
+    inv->request_path = path;
+    int status = take_options(line, &request_command, inv);
+    if (status != EXIT_OK)
+        return status;
+    if (option_given(inv, "data") &&
+        (!strcmp(inv->request_method, "GET") || !strcmp(inv->request_method, "HEAD")))
+        return usage_error("a %s request takes no body (-d)", inv->request_method);
+    return -1;
+}
+
 /* Fills inv from argv, or prints help. Returns -1 when the command should run. */
 static int parse_command_line(int argc, char **argv, invocation *inv)
 {
@@ -239,11 +327,20 @@ static int parse_command_line(int argc, char **argv, invocation *inv)
         if (line.options[i].name_len == 4 && strncmp(line.options[i].name, "help", 4) == 0)
             wants_help = true;
 
+    /* Only alone: "--version N" is also a write's optimistic-concurrency option. */
+    for (size_t i = 0; i < line.option_count && line.positional_count == 0; i++)
+        if (line.options[i].name_len == 7 && strncmp(line.options[i].name, "version", 7) == 0) {
+            printf("payctl %s (git %s)\n", payd_version, payd_revision);
+            return EXIT_OK;
+        }
+
     if (line.positional_count == 0) {
         print_top_help(wants_help ? stdout : stderr);
         return wants_help ? EXIT_OK : EXIT_USAGE;
     }
     const char *group = line.positionals[0];
+    if (strcmp(group, "request") == 0)
+        return parse_request_line(&line, wants_help, inv);
     const char *verb = line.positional_count > 1 ? line.positionals[1] : NULL;
     bool group_known;
     const command *c = find_command(group, verb, &group_known);
@@ -263,17 +360,8 @@ static int parse_command_line(int argc, char **argv, invocation *inv)
     }
 
     inv->command = c;
-    for (size_t i = 0; i < line.option_count; i++) {
-        const raw_option *raw = &line.options[i];
-        const option_spec *spec = find_option(c->options, raw->name, raw->name_len);
-        if (!spec)
-            spec = find_option(global_options, raw->name, raw->name_len);
-        if (!spec)
-            return usage_error("unknown option --%.*s for \"%s %s\" (see --help)",
-                               (int)raw->name_len, raw->name, c->group, c->verb);
-        if ((status = add_given(inv, spec, raw->value)) != EXIT_OK)
-            return status;
-    }
+    if ((status = take_options(&line, c, inv)) != EXIT_OK)
+        return status;
     if (line.positional_count > 3 || (line.positional_count == 3 && !c->positional))
         return usage_error("unexpected argument \"%s\"", line.positionals[c->positional ? 3 : 2]);
     if (line.positional_count == 3) {
@@ -322,6 +410,35 @@ static void print_attempt(void *ctx, const payd_attempt *a)
     fputc('\n', stderr);
 }
 
+/* Without --verbose, one line as soon as the server cannot be reached, so a retrying payctl
+ * is never silent: what failed, and that it is retrying. */
+static void observe_attempt(void *ctx, const payd_attempt *a)
+{
+    invocation *inv = ctx;
+    if (inv->verbose) {
+        print_attempt(ctx, a);
+        return;
+    }
+    if (a->http_status == 0 && a->next == PAYD_STEP_RETRY && !inv->told_unreachable) {
+        inv->told_unreachable = true;
+        fprintf(stderr,
+                "payctl: cannot reach %s (%s); retrying (--max-retries 0 stops at once, "
+                "--verbose shows each attempt)\n",
+                inv->url, a->error);
+    }
+}
+
+/* An http:// or https:// URL with a host; anything else is a usage error, not a network one. */
+static bool valid_server_url(const char *url)
+{
+    const char *rest = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        rest = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        rest = url + 8;
+    return rest && *rest && *rest != '/' && !strpbrk(url, " \t\r\n");
+}
+
 static int read_duration(const invocation *inv, const char *name, int64_t *out)
 {
     const char *text = option_value(inv, name);
@@ -338,6 +455,11 @@ static int configure_client(invocation *inv)
         url = getenv("PAYD_URL");
     if (!url || !*url)
         url = DEFAULT_URL;
+    if (!valid_server_url(url))
+        return usage_error("--url (or PAYD_URL) must be http://HOST[:PORT] or https://..., "
+                           "not \"%s\"",
+                           url);
+    inv->url = url;
     const char *key = option_value(inv, "api-key");
     if (!key)
         key = getenv("PAYD_API_KEY");
@@ -366,8 +488,7 @@ static int configure_client(invocation *inv)
                            "durations at most 24h, --timeout above 0");
     inv->verbose = option_given(inv, "verbose");
     inv->pretty = option_given(inv, "pretty");
-    if (inv->verbose)
-        payd_client_set_observer(inv->client, print_attempt, NULL);
+    payd_client_set_observer(inv->client, observe_attempt, inv);
     return EXIT_OK;
 }
 

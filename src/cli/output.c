@@ -123,3 +123,11 @@ void progress_clear(progress *p)
     fputs("\r\033[K", stderr);
     fflush(stderr);
 }
+
+void progress_summary(progress *p, long items, long pages, const char *target, bool complete)
+{
+    double seconds = (double)(now_ms() - p->started_ms) / 1000.0;
+    fprintf(stderr, "payctl: %s %ld item%s (%ld page%s) in %.1f s%s%s\n",
+            complete ? "exported" : "stopped after", items, items == 1 ? "" : "s", pages,
+            pages == 1 ? "" : "s", seconds, target ? " to " : "", target ? target : "");
+}

@@ -87,8 +87,9 @@ static char *build_path(const invocation *inv)
 static int build_body(const invocation *inv, char **body_text)
 {
     *body_text = NULL;
-    if (strcmp(inv->command->method, "GET") == 0)
-        return EXIT_OK;
+    const char *method = inv->command->method;
+    if (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0 && strcmp(method, "PATCH") != 0)
+        return EXIT_OK; /* GET, HEAD and DELETE carry no body */
     json_t *body = json_object();
     for (size_t i = 0; body && i < inv->given_count; i++) {
         const option_spec *s = inv->given[i].spec;
@@ -152,7 +153,7 @@ static int exit_code(const payd_result *r)
 }
 
 /* One line on stderr saying why a request failed. */
-static void report_failure(const payd_result *r)
+static void report_failure(const invocation *inv, const payd_result *r)
 {
     char answer[400];
     if (r->http_status)
@@ -162,10 +163,12 @@ static void report_failure(const payd_result *r)
         snprintf(answer, sizeof answer, "%s", r->message);
     if (r->status == PAYD_ERR_HTTP && !r->retryable)
         fprintf(stderr, "payctl: %s\n", answer);
+    else if (r->retryable && !r->http_status)
+        fprintf(stderr, "payctl: cannot reach %s: %s (gave up after %d attempt%s, %s)\n", inv->url,
+                answer, r->attempts, r->attempts == 1 ? "" : "s", payd_give_up_name(r->give_up));
     else if (r->retryable)
-        fprintf(stderr, "payctl: gave up after %d attempt%s (%s): %s%s\n", r->attempts,
-                r->attempts == 1 ? "" : "s", payd_give_up_name(r->give_up),
-                r->http_status ? "" : "no answer: ", answer);
+        fprintf(stderr, "payctl: gave up after %d attempt%s (%s): %s\n", r->attempts,
+                r->attempts == 1 ? "" : "s", payd_give_up_name(r->give_up), answer);
     else
         fprintf(stderr, "payctl: %s: %s\n", payd_status_name(r->status), answer);
     /* The outcome of a POST we gave up on is unknown; the same key resumes it without risk. */
@@ -174,10 +177,18 @@ static void report_failure(const payd_result *r)
                 r->idempotency_key);
 }
 
-static int run_single(invocation *inv, const char *path, const char *body, payd_param *query,
-                      size_t query_len)
+/* A refusal's problem+json (or a 5xx's answer) goes to stdout like any answer, so a script
+ * reads the code from JSON whatever the command was. */
+static void print_answer_body(const invocation *inv, const payd_result *r)
 {
-    payd_request request = {.method = inv->command->method,
+    if (r->body && r->body_len)
+        print_json(stdout, r->body, r->body_len, inv->pretty);
+}
+
+static int run_single(invocation *inv, const char *method, const char *path, const char *body,
+                      payd_param *query, size_t query_len)
+{
+    payd_request request = {.method = method,
                             .path = path,
                             .query = query,
                             .query_len = query_len,
@@ -187,10 +198,9 @@ static int run_single(invocation *inv, const char *path, const char *body, payd_
     payd_result result = {0};
     payd_call(inv->client, &request, &result);
     /* Whatever the server answered goes to stdout, a 402's failed payment included. */
-    if (result.body && result.body_len)
-        print_json(stdout, result.body, result.body_len, inv->pretty);
+    print_answer_body(inv, &result);
     if (result.status != PAYD_OK)
-        report_failure(&result);
+        report_failure(inv, &result);
     int code = exit_code(&result);
     payd_result_clear(&result);
     return code;
@@ -203,7 +213,8 @@ static int run_one_page(invocation *inv, const char *path, payd_param *query, si
     payd_request request = {.method = "GET", .path = path, .query = query, .query_len = query_len};
     payd_result result = {0};
     if (payd_call(inv->client, &request, &result) != PAYD_OK) {
-        report_failure(&result);
+        print_answer_body(inv, &result);
+        report_failure(inv, &result);
         int code = exit_code(&result);
         payd_result_clear(&result);
         return code;
@@ -243,8 +254,13 @@ static int write_jsonl(FILE *out, const char *item_json)
     return fprintf(out, "%s\n", item_json) < 0 ? -1 : 0;
 }
 
+/* What a walk got through: for the progress line and the export summary. */
+typedef struct walk_counts {
+    long items, pages;
+} walk_counts;
+
 static int walk_all(invocation *inv, const char *path, payd_param *query, size_t query_len,
-                    FILE *out, item_writer write_item, progress *shown)
+                    FILE *out, item_writer write_item, progress *shown, walk_counts *counts)
 {
     payd_list *list = payd_list_open(inv->client, path, query, query_len);
     if (!list) {
@@ -254,19 +270,25 @@ static int walk_all(invocation *inv, const char *path, payd_param *query, size_t
     int code = EXIT_OK;
     const char *item;
     payd_status status;
+    long written = 0;
     while ((status = payd_list_next(list, &item)) == PAYD_OK && item) {
-        if (shown)
-            progress_update(shown, payd_list_items(list), payd_list_pages(list));
         if (write_item(out, item) != 0) {
             fprintf(stderr, "payctl: cannot write: %s\n", strerror(errno));
             code = EXIT_GAVE_UP;
             break;
         }
+        /* Counted once written, so the line never runs ahead of (or behind) the output. */
+        written++;
+        if (shown)
+            progress_update(shown, written, payd_list_pages(list));
     }
     if (shown)
         progress_clear(shown);
+    if (counts)
+        *counts = (walk_counts){written, payd_list_pages(list)};
     if (code == EXIT_OK && status != PAYD_OK) {
-        report_failure(payd_list_result(list));
+        print_answer_body(inv, payd_list_result(list));
+        report_failure(inv, payd_list_result(list));
         code = exit_code(payd_list_result(list));
     }
     payd_list_close(list);
@@ -316,9 +338,10 @@ static int run_export(invocation *inv, const char *path, payd_param *query, size
     int code = EXIT_OK;
     if (csv && write_csv_header(out) != 0)
         code = EXIT_GAVE_UP;
+    walk_counts counts = {0, 0};
     if (code == EXIT_OK)
-        code =
-            walk_all(inv, path, query, query_len, out, csv ? write_csv_row : write_jsonl, &shown);
+        code = walk_all(inv, path, query, query_len, out, csv ? write_csv_row : write_jsonl, &shown,
+                        &counts);
     if (fflush(out) != 0 || ferror(out)) {
         fprintf(stderr, "payctl: cannot write: %s\n", strerror(errno));
         code = code == EXIT_OK ? EXIT_GAVE_UP : code;
@@ -334,12 +357,37 @@ static int run_export(invocation *inv, const char *path, payd_param *query, size
             unlink(temp_path);
         free(temp_path);
     }
+    /* An export to a file is otherwise silent; to stdout the summary stays off the data. */
+    progress_summary(&shown, counts.items, counts.pages, code == EXIT_OK ? target : NULL,
+                     code == EXIT_OK);
     return code;
+}
+
+/* payctl request METHOD PATH [-d JSON]: the path is sent as given (its query string too). */
+static int run_request(invocation *inv)
+{
+    const char *data = option_value(inv, "data");
+    if (data) {
+        json_error_t error;
+        json_t *parsed = json_loads(data, JSON_DECODE_ANY, &error);
+        json_decref(parsed);
+        if (!parsed) {
+            fprintf(stderr, "payctl: -d is not JSON: %s (column %d)\n", error.text, error.column);
+            return EXIT_USAGE;
+        }
+    }
+    return run_single(inv, inv->request_method, inv->request_path, data, NULL, 0);
 }
 
 int run_command(invocation *inv)
 {
     const command *c = inv->command;
+    if (c->kind == COMMAND_REQUEST) {
+        int code = run_request(inv);
+        if (fflush(stdout) != 0 && code == EXIT_OK)
+            code = EXIT_GAVE_UP;
+        return code;
+    }
     char *path = build_path(inv);
     if (!path) {
         fprintf(stderr, "payctl: \"%s %s\" needs one of:", c->group, c->verb);
@@ -357,7 +405,7 @@ int run_command(invocation *inv)
         const char *format = option_value(inv, "format");
         switch (c->kind) {
         case COMMAND_SINGLE:
-            code = run_single(inv, path, body, query, query_len);
+            code = run_single(inv, c->method, path, body, query, query_len);
             break;
         case COMMAND_LIST:
             if (format && strcmp(format, "page") != 0 && strcmp(format, "jsonl") != 0) {
@@ -368,7 +416,7 @@ int run_command(invocation *inv)
                     fputs("payctl: --format page shows one page; drop --all\n", stderr);
                     code = EXIT_USAGE;
                 } else {
-                    code = walk_all(inv, path, query, query_len, stdout, write_jsonl, NULL);
+                    code = walk_all(inv, path, query, query_len, stdout, write_jsonl, NULL, NULL);
                 }
             } else {
                 code = run_one_page(inv, path, query, query_len,
@@ -377,6 +425,8 @@ int run_command(invocation *inv)
             break;
         case COMMAND_EXPORT:
             code = run_export(inv, path, query, query_len);
+            break;
+        case COMMAND_REQUEST: /* handled above */
             break;
         }
     }

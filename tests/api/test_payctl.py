@@ -27,6 +27,7 @@ COMMANDS = [
     "accounts create", "accounts get", "accounts list",
     "users me", "users update",
     "products create", "products get", "products reserve",
+    "keys list", "keys create", "keys revoke",
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",
@@ -219,7 +220,10 @@ def test_export_of_45_payments_matches_list_page_by_page(alice, account, tmp_pat
     target = tmp_path / "payments.jsonl"
     out = payctl(alice, "payments", "export", "--account", account["id"], "--output", str(target))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "" and out.stderr == ""  # no progress line when stderr is not a tty
+    # No progress line when stderr is not a tty; the summary only, with the right count.
+    assert out.stdout == ""
+    assert re.fullmatch(r"payctl: exported 45 items \(1 page\) in [0-9.]+ s to " +
+                        re.escape(str(target)) + "\n", out.stderr), out.stderr
     exported = lines(target.read_text())
     assert len(target.read_text().splitlines()) == 45
     assert len({p["id"] for p in exported}) == 45
@@ -230,6 +234,7 @@ def test_export_of_45_payments_matches_list_page_by_page(alice, account, tmp_pat
 
     to_stdout = payctl(alice, "payments", "export", "--account", account["id"])
     assert lines(to_stdout.stdout) == exported
+    assert to_stdout.stderr.startswith("payctl: exported 45 items (1 page) in ")
     every = payctl(alice, "payments", "list", "--account", account["id"], "--all", "--limit", "7")
     assert lines(every.stdout) == exported
     assert ok(alice, "payments", "count", "--account", account["id"])["count"] == 45
@@ -302,8 +307,11 @@ def test_export_draws_progress_only_on_a_terminal(alice, account, tmp_path):
             os.close(follower)
     text = seen.decode()
     assert "exporting: 3 items, 3 pages" in text, text
+    assert "exporting: 4 items" not in text  # the count is what was written, never ahead
     assert "items/s" in text
-    assert text.endswith("\r\x1b[K"), repr(text)  # the line is cleared at the end
+    # The line is cleared at the end and the summary follows.
+    assert re.search(r"\r\x1b\[Kpayctl: exported 3 items \([34] pages\) in [0-9.]+ s to ",
+                     text), repr(text)
     assert len(lines(target.read_text())) == 3
 
 
@@ -412,3 +420,144 @@ def test_the_example_program_creates_and_lists(alice):
     assert [p["id"] for p in listed] == [payment]
     assert listed[0]["account_id"] == account
     assert "1 payment(s) in 1 page(s)" in out.stdout
+
+
+# ---- the operator's kit: version, unreachable servers, refusals, request, keys, completion ----
+
+def test_version_names_the_revision():
+    from conftest import PAYD
+    out = payctl(None, "--version")
+    assert out.returncode == 0 and out.stderr == ""
+    m = re.fullmatch(r"payctl (\d+\.\d+\.\d+) \(git (\S+)\)\n", out.stdout)
+    assert m, out.stdout
+    server = subprocess.run([PAYD, "--version"], capture_output=True, text=True).stdout
+    assert server == f"payd {m.group(1)} (git {m.group(2)})\n"
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "http://", "localhost:8080", "http:// spaced"])
+def test_a_bad_url_is_a_usage_error(url):
+    out = payctl(None, "accounts", "list", url=url)
+    assert out.returncode == 2, (url, out.stderr)
+    assert "--url" in out.stderr and out.stdout == ""
+
+
+def test_an_unreachable_server_is_reported_at_once(fresh_server):
+    """With the default policy payctl retries for seconds; it says so on its first failure
+    instead of staying silent until it gives up."""
+    server = fresh_server()
+    user = server.create_user("dora")
+    server.stop()
+    proc = subprocess.Popen([PAYCTL, "accounts", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=payctl_env(user))
+    try:
+        first = proc.stderr.readline()
+        still_retrying = proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert first.startswith(f"payctl: cannot reach {server.url} ("), first
+    assert "retrying" in first and "--verbose" in first
+    assert still_retrying  # the line came while it retried, not after it gave up
+
+    out = payctl(user, "--max-retries", "0", "accounts", "list")
+    assert out.returncode == 3 and out.stdout == ""
+    assert f"cannot reach {server.url}" in out.stderr and "gave up after 1 attempt" in out.stderr
+
+
+def test_every_refusal_prints_the_problem_on_stdout(alice, tmp_path):
+    missing = "acct_0000000000000"
+    target = tmp_path / "never.jsonl"
+    for args in (["payments", "list", "--account", missing],
+                 ["payments", "list", "--account", missing, "--all"],
+                 ["payments", "export", "--account", missing],
+                 ["payments", "export", "--account", missing, "--output", str(target)],
+                 ["payments", "get", "pay_0000000000000"],
+                 ["request", "GET", "/v1/nothing/here"]):
+        out = payctl(alice, *args)
+        assert out.returncode == 1, (args, out.stdout, out.stderr)
+        problem = json.loads(out.stdout)
+        assert problem["status"] == 404 and problem["code"] in ("resource_missing",
+                                                                "route_not_found"), args
+    assert not target.exists()
+
+
+def test_request_sends_anything_with_the_same_rules(alice, fresh_server):
+    me = ok(alice, "request", "GET", "/v1/users/me")
+    assert me["id"] == alice.id
+    made = ok(alice, "request", "post", "/v1/accounts", "-d", '{"currency": "eur"}')
+    assert made["object"] == "account" and made["currency"] == "EUR"
+    page = ok(alice, "request", "GET", "/v1/accounts?limit=1")
+    assert len(page["data"]) == 1 and page["has_more"] is True
+
+    key = "request-" + os.urandom(6).hex()
+    first = ok(alice, "request", "POST", "/v1/accounts", "-d", '{"currency":"USD"}',
+               "--idempotency-key", key)
+    again = ok(alice, "request", "POST", "/v1/accounts", "--data", '{"currency":"USD"}',
+               "--idempotency-key", key)
+    assert first["id"] == again["id"]
+
+    refused = payctl(alice, "request", "POST", "/v1/accounts", "-d", '{"currency": "US"}')
+    assert refused.returncode == 1 and json.loads(refused.stdout)["code"] == "invalid_parameter"
+    for bad in (["request", "GET"], ["request", "FETCH", "/v1/accounts"],
+                ["request", "GET", "v1/accounts"], ["request", "GET", "/v1/accounts", "-d", "{}"],
+                ["request", "POST", "/v1/accounts", "-d", "{not json"],
+                ["request", "POST", "/v1/accounts", "--bogus", "1"]):
+        out = payctl(alice, *bad)
+        assert out.returncode == 2 and out.stdout == "", (bad, out.stderr)
+    assert payctl(None, "request", "--help").stdout.startswith("usage: payctl request METHOD")
+
+    # Retries: every attempt of a POST carries the same generated key.
+    server = fresh_server()
+    user = server.create_user("erin")
+    server.stop()
+    out = payctl(user, "--verbose", "--max-retries", "2", "--retry-base", "50ms",
+                 "request", "POST", "/v1/accounts", "-d", '{"currency":"USD"}')
+    assert out.returncode == 3, out.stderr
+    attempts = attempt_lines(out.stderr)
+    keys = {re.search(r"\[Idempotency-Key (\S+)\]", a).group(1) for a in attempts}
+    assert len(attempts) == 3 and len(keys) == 1, out.stderr
+    assert f"--idempotency-key {keys.pop()}" in out.stderr
+
+
+def test_keys_commands_rotate_a_key(fresh_server):
+    server = fresh_server()
+    user = server.create_user("frank")
+    listed = lines(payctl(user, "keys", "list").stdout)
+    assert len(listed) == 1 and "api_key" not in listed[0]
+    made = ok(user, "keys", "create", "--name", "next")
+    assert made["api_key"].startswith(made["prefix"])
+    from conftest import User
+    rotated = User(server, user.id, made["api_key"])
+    revoked = ok(rotated, "keys", "revoke", listed[0]["id"])
+    assert revoked["status"] == "revoked"
+    gone = payctl(user, "users", "me")
+    assert gone.returncode == 1 and json.loads(gone.stdout)["code"] == "unauthorized"
+    self_revoke = payctl(rotated, "keys", "revoke", made["id"])
+    assert self_revoke.returncode == 1
+    assert json.loads(self_revoke.stdout)["code"] == "api_key_in_use"
+    assert [k["id"] for k in lines(payctl(rotated, "keys", "list", "--status", "active").stdout)] \
+        == [made["id"]]
+
+
+COMPLETION = os.path.join(os.path.dirname(__file__), "../../completions/payctl.bash")
+
+
+def complete(*words):
+    """What the bash completion offers for the command line `words` (the last one being typed)."""
+    script = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _payctl; '
+              'printf "%s\\n" "${COMPREPLY[@]}"')
+    out = subprocess.run(["bash", "-c", script, "bash", COMPLETION, PAYCTL, *words],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_bash_completion_follows_the_binary():
+    groups = sorted({c.split()[0] for c in COMMANDS} | {"request"})
+    assert sorted(complete("")) == groups
+    assert complete("pay") == ["payments"]
+    assert sorted(complete("payments", "")) == sorted(c.split()[1] for c in COMMANDS
+                                                      if c.startswith("payments "))
+    assert complete("payments", "create", "--acc") == ["--account"]
+    assert complete("--url", "http://x", "keys", "re") == ["revoke"]
+    assert "--idempotency-key" in complete("request", "POST", "/v1/accounts", "--idem")
