@@ -32,8 +32,9 @@ bench: build
 	@scripts/install-deps.sh bench
 	@bench/run.sh
 
+# PREFIX=/opt/payd installs there instead of CMake's default (/usr/local).
 install: build
-	@cmake --install $(BUILD)
+	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
