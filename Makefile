@@ -14,7 +14,11 @@ build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Quiet: the compiler's progress is shown only when the build fails, so the demo's API key is
+# the first thing on the screen.
+run: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@log=$$(cmake --build $(BUILD) -j $(JOBS) 2>&1) || { printf '%s\n' "$$log" >&2; exit 1; }
 	@scripts/run-demo.sh $(BUILD)/payd
 
 test:

@@ -45,3 +45,37 @@ def test_demo_bootstrap_prints_working_commands(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
+
+
+ROOT = os.path.join(os.path.dirname(__file__), "../..")
+
+
+def test_make_run_shows_the_key_first(tmp_path):
+    """`make run` on a fresh build directory: the compile happens, but the first thing on the
+    screen (stdout and stderr alike) is the demo's message with its key, not build chatter."""
+    port = free_port()
+    env = dict(os.environ, PAYD_DB=str(tmp_path / "demo.db"), PAYD_LISTEN=f"127.0.0.1:{port}")
+    env.pop("MAKEFLAGS", None)
+    env.pop("MAKELEVEL", None)
+    proc = subprocess.Popen(["make", "-C", ROOT, "--no-print-directory", "run",
+                             f"BUILD={tmp_path / 'build'}", "JOBS=2",
+                             "CMAKE_FLAGS=-DCMAKE_BUILD_TYPE=Debug"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        lines = []
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("Serving on"):
+                break
+        shown = [line for line in lines if line.strip()]
+        assert shown and shown[0].startswith("payd demo user created"), "".join(lines[:20])
+        assert any(line.strip().startswith("export PAYD_API_KEY=sk_") for line in shown[:3])
+        assert (tmp_path / "build" / "payd").exists()  # it did build
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
