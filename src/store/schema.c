@@ -96,6 +96,18 @@ static const char *const migrations[] = {
      * reserving again; unique, so one claim can never hold two refunds */
     "ALTER TABLE refunds ADD COLUMN processor_key TEXT;"
     "CREATE UNIQUE INDEX refunds_processor_key ON refunds (processor_key);",
+
+    /* 3: the payment volume rollup behind /v1/accounts/{id}/payments/stats (api/stats.c): per
+     * account and UTC hour (µs), the charged payments created in it, their amount and what was
+     * refunded from them, written in the payment's and the refund's own transactions; filled
+     * here from the payments that already exist */
+    "CREATE TABLE payment_volume ("
+    "  account_id BIGINT NOT NULL, bucket_start BIGINT NOT NULL,"
+    "  succeeded_count BIGINT NOT NULL, succeeded_amount BIGINT NOT NULL,"
+    "  refunded_amount BIGINT NOT NULL, PRIMARY KEY (account_id, bucket_start));"
+    "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, succeeded_amount,"
+    "  refunded_amount) SELECT account_id, created_at / 3600000000 * 3600000000, COUNT(*),"
+    "  SUM(amount), SUM(refunded_amount) FROM payments WHERE status <> 'failed' GROUP BY 1, 2;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
