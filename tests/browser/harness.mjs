@@ -89,15 +89,22 @@ export class User {
     Object.assign(this, { server, id, key });
   }
 
+  // A 429 is waited out as its Retry-After says (a rate-limited user's checks share its limit).
   async request(method, urlPath, { body, idempotencyKey } = {}) {
     const headers = { Authorization: `Bearer ${this.key}` };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
-    const resp = await fetch(`${this.server.url}${urlPath}`, {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await resp.text();
-    return { status: resp.status, headers: resp.headers, data: text ? JSON.parse(text) : null };
+    for (let attempt = 0; ; attempt++) {
+      const resp = await fetch(`${this.server.url}${urlPath}`, {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await resp.text();
+      if (resp.status === 429 && attempt < 30) {
+        await sleep(Number(resp.headers.get('Retry-After') || 1) * 1000);
+        continue;
+      }
+      return { status: resp.status, headers: resp.headers, data: text ? JSON.parse(text) : null };
+    }
   }
 
   async pay(account, amount, source = 'tok_visa', description = undefined) {
