@@ -62,7 +62,7 @@ describe('the payments list and the chart', () => {
     assert.equal(expected.length, 250);
 
     ({ page, seen } = await watchedPage(browser));
-    await signIn(page, server, user, '?poll=600');
+    await signIn(page, server, user, '#poll=600');
     await page.locator('#payments li').first().waitFor();
     await page.mouse.move(640, 600);
 

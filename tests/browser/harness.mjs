@@ -157,8 +157,8 @@ export async function watchedPage(browser, options = {}) {
 }
 
 // Signs in the way a person does: type the key, press Enter.
-export async function signIn(page, server, user, query = '') {
-  await page.goto(`${server.url}/${query}`);
+export async function signIn(page, server, user, fragment = '') {
+  await page.goto(`${server.url}/${fragment}`);
   await page.locator('#api-key').focus();
   await page.keyboard.type(user.key);
   await page.keyboard.press('Enter');

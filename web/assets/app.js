@@ -7,8 +7,11 @@ import { IdempotentForm, InputError, problemNodes } from './forms.js';
 import { PaymentList } from './payments.js';
 import { rangeFor, renderChart } from './chart.js';
 
-// ?poll=MS sets how often the list looks for new payments (at least 500 ms; default 5 s).
-const POLL_MS = Math.max(500, Number(new URLSearchParams(location.search).get('poll')) || 5000);
+// The page's own settings live in the fragment, which never reaches the server:
+// #account=acct_… (the account shown) and poll=MS (how often the list looks for new payments,
+// at least 500 ms; default 5 s).
+const fragment = new URLSearchParams(location.hash.slice(1));
+const POLL_MS = Math.max(500, Number(fragment.get('poll')) || 5000);
 
 const state = { user: null, accounts: [], account: null, payment: null };
 
@@ -124,7 +127,7 @@ async function loadAccounts() {
   }
   status.textContent = state.accounts.length ? '' : 'No accounts yet: create one with POST /v1/accounts or payctl accounts create.';
   renderAccounts();
-  const wanted = location.hash.slice(1);
+  const wanted = fragment.get('account');
   const first = state.accounts.find((a) => a.id === wanted) || state.accounts[0];
   if (first) selectAccount(first.id);
 }
@@ -133,7 +136,8 @@ function selectAccount(id) {
   const account = state.accounts.find((a) => a.id === id);
   if (!account) return;
   state.account = account;
-  history.replaceState(null, '', `#${id}`);
+  fragment.set('account', id);
+  history.replaceState(null, '', `#${fragment}`);
   renderAccounts();
   $('#account-title').textContent = `${accountLabel(account)} · ${account.currency}`;
   show($('#account-view'), true);
