@@ -262,7 +262,7 @@ const payForm = new IdempotentForm({
   },
   done: async () => {
     payDialog.close();
-    await list.poll();
+    await list.poll({ fresh: true }); // the new payment, and any made meanwhile, go on top
     list.showNew();
   },
 });

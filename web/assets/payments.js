@@ -161,11 +161,25 @@ export class PaymentList {
   }
 
   // Reads from the top of the list down to the newest payment shown; what lies above it is new.
-  async poll() {
-    if (!this.account || this.polling || (!this.newest && this.hasMore)) return;
+  // One poll at a time: a caller that needs a poll started after its own write (the payment
+  // form) waits for the one in flight, then polls again.
+  async poll({ fresh = false } = {}) {
+    if (this.polling) {
+      await this.polling;
+      if (!fresh) return;
+    }
+    if (!this.account || (!this.newest && this.hasMore)) return;
+    this.polling = this.readNew();
+    try {
+      await this.polling;
+    } finally {
+      this.polling = null;
+    }
+  }
+
+  async readNew() {
     const generation = this.generation;
     const top = this.newest;
-    this.polling = true;
     try {
       const found = [];
       let cursor = null, pages = 0, reachedTop = false;
@@ -189,8 +203,6 @@ export class PaymentList {
       this.renderNotice();
     } catch {
       // a failed poll is only a missed notice; the next one tries again
-    } finally {
-      this.polling = false;
     }
   }
 
