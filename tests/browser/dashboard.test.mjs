@@ -304,7 +304,7 @@ test('the page is usable on a phone-sized screen and with the keyboard', async (
   await page.locator('#payments li').first().waitFor();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide)`);
-  await page.screenshot({ path: screenshotPath('phone.png'), fullPage: false });
+  await page.screenshot({ path: screenshotPath('phone.png'), fullPage: true });
 
   // Tab reaches "New payment"; Enter opens the form with the amount focused; Escape closes it
   await page.evaluate(() => document.querySelector('#sign-out').focus());
@@ -368,4 +368,28 @@ test('the Content-Security-Policy is enforced: no HTML from strings, nothing fro
   } finally {
     other.close();
   }
+});
+
+test('amounts are read and written in exact minor units', async () => {
+  const { page, seen } = await watchedPage(browser);
+  await page.goto(`${server.url}/`);
+  const got = await page.evaluate(async () => {
+    const f = await import('/assets/format.js');
+    return {
+      parsed: ['0.29', '1,234.5', '42', '12.345', '-1', 'abc', '9999999999.99'].map((t) => f.parseAmount(t, 'USD')),
+      yen: [f.parseAmount('500', 'JPY'), f.parseAmount('5.5', 'JPY')],
+      dinar: f.parseAmount('1.234', 'KWD'),
+      // (Intl separates a currency code with a no-break space)
+      shown: [f.money(29, 'USD'), f.money(123456, 'USD'), f.money(999999999999, 'USD'), f.money(500, 'JPY'),
+        f.money(1234, 'KWD')].map((s) => s.replace(/\u00a0/g, ' ')),
+    };
+  });
+  assert.deepEqual(got, {
+    parsed: [29, 123450, 4200, null, null, null, 999999999999],
+    yen: [500, null],
+    dinar: 1234,
+    shown: ['$0.29', '$1,234.56', '$9,999,999,999.99', '¥500', 'KWD 1.234'],
+  });
+  assertClean(seen);
+  await page.context().close();
 });
