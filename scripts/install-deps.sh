@@ -4,8 +4,9 @@
 set -euo pipefail
 build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
        libcurl4-openssl-dev libpq-dev)
+# chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm)
 test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev
-      mandoc man-db systemd prometheus)
+      mandoc man-db systemd prometheus chromium nodejs)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;
@@ -16,9 +17,20 @@ missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "installing: ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian's nodejs leaves npm to a package of its own; other builds of nodejs bring it along
+if [ "${1:-build}" = test ] && ! command -v npm >/dev/null; then missing+=(npm); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The browser tests' npm packages, exactly as package-lock.json pins them (no browser download:
+# playwright-core drives Debian's chromium)
+if [ "${1:-build}" = test ]; then
+  browser_tests="$(dirname "$0")/../tests/browser"
+  if [ ! -d "$browser_tests/node_modules/playwright-core" ]; then
+    (cd "$browser_tests" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

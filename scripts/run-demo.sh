@@ -27,6 +27,8 @@ List the account's payments:
 
   curl -s http://$listen/v1/accounts/$acct/payments -H "Authorization: Bearer \$PAYD_API_KEY"
 
+Or open the dashboard at http://$listen/ and sign in with the key.
+
 MSG
 else
   echo "Using the existing $db (delete it for a fresh demo user and key)."

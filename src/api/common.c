@@ -138,8 +138,7 @@ json_t *json_string_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-/* Does an If-None-Match / If-Match list name our strong tag? weak_ok: weak comparison. */
-static bool etag_list_matches(const char *list, const char *etag, bool weak_ok)
+bool etag_list_matches(const char *list, const char *etag, bool weak_ok)
 {
     const char *p = list;
     while (*p) {

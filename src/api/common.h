@@ -50,6 +50,9 @@ json_t *json_id(const char *prefix, uint64_t id);
 json_t *json_time(int64_t unix_us);
 json_t *json_string_or_null(const char *s);
 
+/* Does an If-None-Match / If-Match list name the strong tag etag (quoted)? weak_ok: weak
+ * comparison, as If-None-Match uses. */
+bool etag_list_matches(const char *list, const char *etag, bool weak_ok);
 /* ETags (§9). etag_or_304 sets ETag and answers 304 when If-None-Match names it. */
 bool etag_not_modified_or_set(request *req, int64_t version);
 /* For writes: If-Match and a body "version". Returns true when the write may proceed;

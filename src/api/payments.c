@@ -10,6 +10,7 @@
 #include "api/common.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
+#include "api/stats.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
@@ -164,6 +165,8 @@ static int record_payment(db_conn *db, void *arg)
                     "updated_at = $3 WHERE id = $1",
                     "iii", (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
             return -1;
+        if (stats_record_payment(db, p->account_id, p->created_at, p->amount) != DB_DONE)
+            return -1; /* the volume rollup (api/stats.c) moves with the payment */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "

@@ -17,6 +17,7 @@
 #include "api/common.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
+#include "api/stats.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
 #include "processor/processor.h"
@@ -102,6 +103,8 @@ static int reserve_refund(db_conn *db, void *arg)
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the account balance cannot cover the refund");
         return RESERVE_UNDONE;
     }
+    if ((rc = stats_record_refund(db, r->payment_id, r->amount)) != DB_DONE)
+        return rc; /* the volume rollup (api/stats.c) moves with the refunded amount */
     rc = db_exec(db,
                  "INSERT INTO refunds (id, user_id, payment_id, amount, reason, status, "
                  "created_at, processor_key) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",

@@ -1,6 +1,8 @@
 /* The route table: every endpoint of the contract, as data. Flags decide auth, threading,
  * idempotency and body parsing in one place (http/server.c); handlers never repeat them. */
+#include "api/dashboard.h"
 #include "api/handlers.h"
+#include "api/stats.h"
 #include "http/route.h"
 
 #define AUTH    ROUTE_AUTH
@@ -22,12 +24,15 @@ const route payd_routes[] = {
     R("GET", "/readyz", ops_readyz, 0),
     R("GET", "/metrics", ops_metrics, 0),
     R("GET", "/openapi.json", ops_openapi, 0),
+    R("GET", "/", dashboard_index, 0),
+    R("GET", "/assets/{file}", dashboard_asset, 0),
 
     R("POST", "/v1/accounts", accounts_create, WRITE | IDEM_OK),
     R("GET", "/v1/accounts", accounts_list, AUTH),
     R("GET", "/v1/accounts/{id}", accounts_get, AUTH),
     R("GET", "/v1/accounts/{id}/payments", payments_list, AUTH),
     R("GET", "/v1/accounts/{id}/payments/count", payments_count, AUTH),
+    R("GET", "/v1/accounts/{id}/payments/stats", payments_stats, AUTH),
 
     R_RECOVER("POST", "/v1/payments", payments_create, WRITE | IDEM, payments_recover),
     R("GET", "/v1/payments/{id}", payments_get, AUTH),

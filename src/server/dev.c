@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/stats.h"
 #include "core/ids.h"
 #include "core/timefmt.h"
 #include "store/store.h"
@@ -71,7 +72,7 @@ int dev_seed_main(int argc, char **argv)
     id_generator gen;
     int64_t start_ms = now_us() / 1000 - count;
     id_generator_init(&gen, SEED_NODE_ID, seed_clock, NULL);
-    int64_t started = monotonic_ns(), total = 0;
+    int64_t started = monotonic_ns(), total = 0, batch_start_ms = start_ms;
     db_exec(db, "BEGIN", "");
     for (long long i = 0; i < count; i++) {
         seed_clock_ms = start_ms + i;
@@ -93,9 +94,18 @@ int dev_seed_main(int argc, char **argv)
         if (status[0] == 's')
             total += amount;
         if ((i + 1) % ROWS_PER_COMMIT == 0 || i + 1 == count) {
-            /* the balance moves with its payments, so the account stays consistent */
+            /* the balance and the volume rollup move with their payments, so the account and
+             * its statistics stay consistent */
             db_exec(db, "UPDATE accounts SET balance = balance + $2 WHERE id = $1", "ii",
                     (int64_t)account_id, total);
+            if (stats_add_payments(db, account_id, batch_start_ms * 1000,
+                                   (seed_clock_ms + 1) * 1000) != DB_DONE) {
+                fprintf(stderr, "payd: seed rollup failed: %s\n", db_last_error(db));
+                db_exec(db, "ROLLBACK", "");
+                db_close(db);
+                return 1;
+            }
+            batch_start_ms = seed_clock_ms + 1;
             total = 0;
             db_exec(db, "COMMIT", "");
             if (i + 1 < count)

@@ -110,6 +110,17 @@ static const char *const migrations[] = {
     "CREATE INDEX api_keys_status_page ON api_keys (user_id, status, created_at, id);"
     "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at)"
     "  SELECT id, id, NULL, api_key_hash, 'sk_', 'active', created_at FROM users;",
+    /* 4: the payment volume rollup behind /v1/accounts/{id}/payments/stats (api/stats.c): per
+     * account and UTC hour (µs), the charged payments created in it, their amount and what was
+     * refunded from them, written in the payment's and the refund's own transactions; filled
+     * here from the payments that already exist */
+    "CREATE TABLE payment_volume ("
+    "  account_id BIGINT NOT NULL, bucket_start BIGINT NOT NULL,"
+    "  succeeded_count BIGINT NOT NULL, succeeded_amount BIGINT NOT NULL,"
+    "  refunded_amount BIGINT NOT NULL, PRIMARY KEY (account_id, bucket_start));"
+    "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, succeeded_amount,"
+    "  refunded_amount) SELECT account_id, created_at / 3600000000 * 3600000000, COUNT(*),"
+    "  SUM(amount), SUM(refunded_amount) FROM payments WHERE status <> 'failed' GROUP BY 1, 2;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

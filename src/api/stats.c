@@ -1,0 +1,203 @@
+/* Payment volume statistics (§16) and the rollup they read; see stats.h for what a bucket
+ * counts. The rollup keeps one row per account and UTC hour; a day is the sum of its 24 hours,
+ * so a query costs the number of hours in its range that saw payments, never the number of
+ * payments. On PostgreSQL the rollup row is written after the account row in every job that
+ * touches both, the order the balance update already imposes, so it adds no new lock order. */
+#include "api/stats.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/common.h"
+#include "api/handlers.h"
+#include "core/timefmt.h"
+
+#define HOUR_US (3600LL * 1000000)
+#define DAY_US  (24 * HOUR_US)
+
+db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
+{
+    return db_exec(db,
+                   "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
+                   "succeeded_amount, refunded_amount) VALUES ($1, $2, 1, $3, 0) "
+                   "ON CONFLICT (account_id, bucket_start) DO UPDATE SET "
+                   "succeeded_count = payment_volume.succeeded_count + 1, "
+                   "succeeded_amount = payment_volume.succeeded_amount + excluded.succeeded_amount",
+                   "iii", (int64_t)account_id, created_at - created_at % HOUR_US, amount);
+}
+
+db_status stats_record_refund(db_conn *db, uint64_t payment_id, int64_t amount)
+{
+    db_status rc = db_exec(db,
+                           "UPDATE payment_volume SET refunded_amount = refunded_amount + $2 "
+                           "WHERE (account_id, bucket_start) = (SELECT account_id, "
+                           "created_at / 3600000000 * 3600000000 FROM payments WHERE id = $1)",
+                           "ii", (int64_t)payment_id, amount);
+    /* every charged payment made its bucket: a missing one means the rollup lost a payment,
+     * and a refund must not widen the gap silently */
+    return rc == DB_DONE && db_changes(db) != 1 ? DB_ERROR : rc;
+}
+
+db_status stats_add_payments(db_conn *db, uint64_t account_id, int64_t gte, int64_t lt)
+{
+    return db_exec(
+        db,
+        "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
+        "succeeded_amount, refunded_amount) "
+        "SELECT account_id, created_at / 3600000000 * 3600000000, COUNT(*), "
+        "SUM(amount), SUM(refunded_amount) FROM payments "
+        "WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 "
+        "AND status <> 'failed' GROUP BY 1, 2 "
+        "ON CONFLICT (account_id, bucket_start) DO UPDATE SET "
+        "succeeded_count = payment_volume.succeeded_count + excluded.succeeded_count, "
+        "succeeded_amount = payment_volume.succeeded_amount + excluded.succeeded_amount, "
+        "refunded_amount = payment_volume.refunded_amount + excluded.refunded_amount",
+        "iii", (int64_t)account_id, gte, lt);
+}
+
+/* ---- GET /v1/accounts/{id}/payments/stats ---- */
+
+static const char *const stats_params[] = {"interval", "created_gte", "created_lt", NULL};
+
+typedef struct param_check {
+    const char *unknown, *repeated;
+    int seen[3];
+} param_check;
+
+static enum MHD_Result check_param(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    param_check *c = cls;
+    for (int i = 0; stats_params[i]; i++)
+        if (!strcmp(key, stats_params[i])) {
+            if (++c->seen[i] == 2 && !c->repeated)
+                c->repeated = stats_params[i];
+            return MHD_YES;
+        }
+    if (!c->unknown)
+        c->unknown = key;
+    return MHD_YES;
+}
+
+/* §1: a query parameter the route does not define, or one given twice, is refused. */
+static bool params_or_reply(request *req)
+{
+    param_check c = {0};
+    if (req->conn)
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, check_param, &c);
+    char detail[160];
+    if (c.unknown) {
+        snprintf(detail, sizeof detail, "'%.100s' is not a parameter of this request", c.unknown);
+        reply_invalid_param(req, ERR_UNKNOWN_PARAMETER, c.unknown, detail);
+        return false;
+    }
+    if (c.repeated) {
+        snprintf(detail, sizeof detail, "'%s' is given more than once", c.repeated);
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, c.repeated, detail);
+        return false;
+    }
+    return true;
+}
+
+/* A bound is optional; when given it must be an RFC 3339 time on a bucket boundary (a UTC hour,
+ * or a UTC midnight for days), since the rollup cannot split a bucket. */
+static bool bound_or_reply(request *req, const char *name, int64_t width, const char *unit,
+                           int64_t *out, bool *given)
+{
+    const char *s = request_query(req, name);
+    *given = s != NULL;
+    if (!s)
+        return true;
+    char detail[160];
+    if (parse_rfc3339(s, out) != 0) {
+        snprintf(detail, sizeof detail, "%s must be an RFC 3339 time", name);
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
+        return false;
+    }
+    if (*out % width != 0) {
+        snprintf(detail, sizeof detail, "%s must fall on the start of a UTC %s, such as %s", name,
+                 unit, width == HOUR_US ? "2026-11-30T08:00:00Z" : "2026-11-30T00:00:00Z");
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
+        return false;
+    }
+    return true;
+}
+
+/* One bucket, or the total when start is negative. */
+static json_t *bucket_json(int64_t start, int64_t count, int64_t amount, int64_t refunded)
+{
+    json_t *o = json_object();
+    if (start >= 0)
+        json_object_set_new(o, "bucket_start", json_time(start));
+    json_object_set_new(o, "count", json_integer(count));
+    json_object_set_new(o, "amount", json_integer(amount));
+    json_object_set_new(o, "refunded_amount", json_integer(refunded));
+    json_object_set_new(o, "net_amount", json_integer(amount - refunded));
+    return o;
+}
+
+void payments_stats(request *req)
+{
+    uint64_t account;
+    if (!path_id_or_reply(req, 0, "acct", &account))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (!db)
+        return;
+    char currency[4];
+    if (!account_owned(db, req->user.id, account, currency)) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
+        return;
+    }
+    if (!params_or_reply(req))
+        return;
+    const char *interval = request_query(req, "interval");
+    if (!interval)
+        interval = "day";
+    int64_t width = !strcmp(interval, "hour") ? HOUR_US : !strcmp(interval, "day") ? DAY_US : 0;
+    if (!width) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "interval", "interval must be hour or day");
+        return;
+    }
+    const char *unit = width == HOUR_US ? "hour" : "day";
+    int64_t gte = 0, lt = 0;
+    bool has_gte, has_lt;
+    if (!bound_or_reply(req, "created_gte", width, unit, &gte, &has_gte) ||
+        !bound_or_reply(req, "created_lt", width, unit, &lt, &has_lt))
+        return;
+    if (has_gte && has_lt && gte >= lt) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "created_lt",
+                            "created_lt must be later than created_gte");
+        return;
+    }
+    db_stmt *st = db_query(db,
+                           "SELECT bucket_start / $2 * $2, SUM(succeeded_count), "
+                           "SUM(succeeded_amount), SUM(refunded_amount) FROM payment_volume "
+                           "WHERE account_id = $1 AND bucket_start >= $3 AND bucket_start < $4 "
+                           "GROUP BY 1 ORDER BY 1",
+                           "iiii", (int64_t)account, width, has_gte ? gte : INT64_MIN,
+                           has_lt ? lt : INT64_MAX);
+    json_t *data = json_array();
+    int64_t count = 0, amount = 0, refunded = 0;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW) {
+        json_array_append_new(
+            data, bucket_json(db_int(st, 0), db_int(st, 1), db_int(st, 2), db_int(st, 3)));
+        count += db_int(st, 1);
+        amount += db_int(st, 2);
+        refunded += db_int(st, 3);
+    }
+    db_done(st);
+    if (rc == DB_ERROR) {
+        json_decref(data);
+        reply_error(req, ERR_INTERNAL, "the statistics could not be read");
+        return;
+    }
+    json_t *body = json_pack(
+        "{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:o}", "object", "payment_stats", "account_id",
+        json_id("acct", account), "currency", currency, "interval", interval, "created_gte",
+        has_gte ? json_time(gte) : json_null(), "created_lt", has_lt ? json_time(lt) : json_null(),
+        "data", data, "total", bucket_json(-1, count, amount, refunded));
+    reply_json(req, 200, body);
+}
