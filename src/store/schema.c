@@ -3,6 +3,7 @@
  * BIGINT PRIMARY KEY on PostgreSQL. Times are BIGINT µs since the Unix epoch; money is BIGINT
  * minor units. Every list has a composite index ending in (created_at, id), so each page is one
  * index range scan. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,13 +152,20 @@ int store_migrate(db_conn *c, char *err, size_t errlen)
     }
     if (db_kind_of(c) == DB_POSTGRES) /* nodes migrating at once take turns */
         db_exec_script(c, "SELECT pg_advisory_lock(7340001)");
-    int current = 0;
-    db_stmt *st = db_query(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", "");
-    if (db_step(st) == DB_ROW)
-        current = (int)db_int(st, 0);
+    /* Every version the database has not recorded runs, in order (as Rails does), so a version
+     * missing below the newest one applied is still applied. */
+    bool applied[MIGRATION_COUNT + 1] = {false};
+    db_stmt *st = db_query(c, "SELECT version FROM schema_migrations", "");
+    while (db_step(st) == DB_ROW) {
+        int64_t v = db_int(st, 0);
+        if (v >= 1 && v <= MIGRATION_COUNT)
+            applied[v] = true;
+    }
     db_done(st);
     int rc = 0;
-    for (int v = current + 1; v <= MIGRATION_COUNT && rc == 0; v++) {
+    for (int v = 1; v <= MIGRATION_COUNT && rc == 0; v++) {
+        if (applied[v])
+            continue;
         char *sql = dialect(migrations[v - 1], db_kind_of(c));
         if (db_exec_script(c, "BEGIN") != DB_DONE || db_exec_script(c, sql) != DB_DONE ||
             db_exec(c, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", "ii",
