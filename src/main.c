@@ -17,6 +17,7 @@
 #include "server/signals.h"
 #include "server/auth.h"
 #include "server/dev.h"
+#include "server/fault.h"
 #include "server/metrics.h"
 
 #define CLI_NODE_ID 1023 /* ids made by the command line never meet a server's (nodes 0..1022) */
@@ -236,6 +237,8 @@ static int cmd_serve(int argc, char **argv)
     sigset_t stop_signals;
     stop_signals_block(&stop_signals);
 
+    static const store_faults faults = {fault_fail_write_job, fault_at_commit};
+    store_set_faults(&faults); /* inert unless PAYD_FAULT names a write or commit fault */
     store_options opt = {.url = a.cfg.db,
                          .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
                          .writer_conns = 8};
