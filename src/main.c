@@ -298,6 +298,7 @@ static int cmd_serve(int argc, char **argv)
     a.limiter = gcra_table_create(64, 16384);
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
+    fault_arm();
     if (http_server_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;

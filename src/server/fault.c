@@ -60,9 +60,18 @@ void fault_point(const char *name)
     }
 }
 
+static atomic_bool armed;
+
+void fault_arm(void)
+{
+    atomic_store(&armed, true);
+}
+
 bool fault_fail_write_job(void)
 {
     static atomic_long jobs;
+    if (!atomic_load(&armed))
+        return false;
     long nth = entry_number("fail-write");
     if (nth <= 0)
         return false;
@@ -75,6 +84,8 @@ bool fault_fail_write_job(void)
 void fault_at_commit(bool committed)
 {
     static atomic_long before, after;
+    if (!atomic_load(&armed))
+        return;
     const char *name = committed ? "crash-after-commit" : "crash-before-commit";
     long nth = entry_number(name);
     if (nth > 0 && atomic_fetch_add(committed ? &after : &before, 1) + 1 == nth) {

@@ -15,7 +15,10 @@
 #include <stdbool.h>
 
 void fault_point(const char *name);
-/* Store hooks (store_set_faults): count write jobs and commits against PAYD_FAULT. */
+/* Store hooks (store_set_faults): count write jobs and commits against PAYD_FAULT, from the
+ * moment fault_arm() is called (serve calls it once started, so N counts the jobs requests
+ * and background work make, not the start's own). */
+void fault_arm(void);
 bool fault_fail_write_job(void);
 void fault_at_commit(bool committed);
 
