@@ -11,6 +11,8 @@ import os
 
 import chaos
 
+ALLOWED_RETRIES = {(503, "database_unavailable"), (503, "processor_unavailable"),
+                   (409, "request_in_progress")}
 JOBS = 8  # write jobs are counted from the process start (lease, secret, sweep included)
 STOCK = 1000
 
@@ -53,7 +55,7 @@ def main():
                                                  "currency": "USD"}, False),
         "reservation": lambda i: ("/v1/products/chaos/reservations", {"quantity": 2}, True),
     }
-    failures, acks, kills, faults_hit = [], {}, 0, 0
+    failures, acks, kills, faults_hit, retried = [], {}, 0, 0, []
     for op, make in ops.items():
         for i, (fault, n) in enumerate(runs):
             path, body, keyed = make(i)
@@ -71,7 +73,13 @@ def main():
                     node.proc = again.proc
                 return node.url
 
-            status, _, raw = chaos.until_final(url, "POST", path, api_key, body, idem)
+            seen = []
+            status, _, raw = chaos.until_final(url, "POST", path, api_key, body, idem, seen=seen)
+            # a failed write is in doubt and resumable: never a 500, never a 404
+            odd = [x for x in seen if x not in ALLOWED_RETRIES]
+            if odd:
+                failures.append(f"{op} {fault}={n}: answers {odd}")
+            retried.extend(seen)
             kills += len(restarted)
             faults_hit += open(node.log_path).read().count("fault injected")
             if status != 201:
@@ -119,7 +127,8 @@ def main():
     print(f"case5 fault loop: keys={len(acks)} acks={sum(1 for a in acks.values() if a[0] == 201)} "
           f"kills={kills} faults={faults_hit} double_charges={double} lost_acks={lost} "
           f"orphans={orphans} voided={len(voided)} payments={payments} refunds={refunds} "
-          f"transfers={transfers} reserved={reserved}", flush=True)
+          f"transfers={transfers} reserved={reserved} "
+          f"database_unavailable={retried.count((503, 'database_unavailable'))}", flush=True)
     chaos.finish(failures)
 
 

@@ -147,9 +147,10 @@ def is_final(status, raw):
     return True
 
 
-def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None):
+def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None, seen=None):
     """Resends the same request (same key) until a final answer: connection failures, 5xx, 429
-    and 409 request_in_progress are retried, across the given server URLs in turn."""
+    and 409 request_in_progress are retried, across the given server URLs in turn. `seen`, if
+    given, collects the status and code of every answer that was retried."""
     deadline = time.time() + deadline_s
     attempt = 0
     while time.time() < deadline and not (stop and stop.is_set() and attempt > 200):
@@ -162,6 +163,11 @@ def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None):
             continue
         if is_final(status, raw):
             return status, headers, raw
+        if seen is not None:
+            try:
+                seen.append((status, json.loads(raw).get("code")))
+            except (ValueError, AttributeError):
+                seen.append((status, None))
         time.sleep(min(1.0, 0.05 * attempt) * (0.7 + 0.6 * random.random()))
     raise RuntimeError(f"no final answer for key {idem} within {deadline_s}s")
 
