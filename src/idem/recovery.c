@@ -45,13 +45,13 @@ typedef struct sweep_job {
 static int sweep(db_conn *db, void *arg)
 {
     sweep_job *j = arg;
-    db_status rc =
-        db_exec(db,
-                "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
-                "SELECT user_id, idem_key FROM idempotency_keys "
-                "WHERE claimed_at < $1 AND state IN ('completed', 'released') LIMIT 5000)", /* SWEEP_CHUNK
-                                                                                             */
-                "i", j->expired_before);
+    db_status rc = db_exec(
+        db,
+        "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
+        "SELECT user_id, idem_key FROM idempotency_keys "
+        "WHERE claimed_at < $1 AND state IN ('completed', 'released') LIMIT 5000)", /* SWEEP_CHUNK
+                                                                                     */
+        "i", j->expired_before);
     j->deleted = db_changes(db);
     return rc == DB_DONE ? 0 : -1;
 }
