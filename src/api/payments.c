@@ -296,7 +296,7 @@ static void void_charge(request *req, payment *p)
     snprintf(void_key, sizeof void_key, "%s:void", req->idem->processor_key);
     proc_result voided = processor_refund(req->app->processor, void_key, p->charge.id, p->amount);
     if (voided.status != PROC_APPROVED)
-        idem_queue_charge_void(req, p->charge.id, p->amount);
+        idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
 }
 
 static void finish_payment(request *req, payment *p)
@@ -313,7 +313,7 @@ static void finish_payment(request *req, payment *p)
          * charge is the new holder's too when it asks under the same processor key; the
          * recoverer checks that a record carries it and voids it otherwise. */
         if (p->charge.status == PROC_APPROVED)
-            idem_queue_charge_void(req, p->charge.id, p->amount);
+            idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
         break;
     case WRITE_CONFLICT:
         if (order_taken_or_reply(req, p)) {

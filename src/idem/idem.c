@@ -437,6 +437,7 @@ write_result commit_response(request *req, write_job_fn fn, void *ctx)
 
 typedef struct void_job {
     request *req;
+    uint64_t account_id;
     const char *charge_id;
     int64_t amount;
 } void_job;
@@ -447,16 +448,16 @@ static int queue_void(db_conn *db, void *arg)
     request *req = j->req;
     return db_exec(db,
                    "INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, "
-                   "generation, charge_id, amount, created_at) "
-                   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-                   "sissisii", req->idem->processor_key, (int64_t)req->user.id, req->idem->key,
-                   req->idem->fingerprint, req->idem->generation, j->charge_id, j->amount,
-                   now_us());
+                   "generation, account_id, charge_id, amount, created_at) "
+                   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                   "sissiisii", req->idem->processor_key, (int64_t)req->user.id, req->idem->key,
+                   req->idem->fingerprint, req->idem->generation, (int64_t)j->account_id,
+                   j->charge_id, j->amount, now_us());
 }
 
-int idem_queue_charge_void(request *req, const char *charge_id, int64_t amount)
+int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id, int64_t amount)
 {
-    void_job j = {.req = req, .charge_id = charge_id, .amount = amount};
+    void_job j = {.req = req, .account_id = account_id, .charge_id = charge_id, .amount = amount};
     write_result r = store_run(req->app->store, queue_void, &j);
     fprintf(stderr,
             "{\"level\":\"%s\",\"msg\":\"charge queued for a void check\",\"request_id\":\"%s\","

@@ -48,7 +48,8 @@ write_result commit_response(request *req, write_job_fn fn, void *ctx);
  * order went to another payment and the inline void failed): queued durably, so the recoverer
  * voids it by its processor key unless the key's current holder records that same charge.
  * Returns 0 once queued. */
-int idem_queue_charge_void(request *req, const char *charge_id, int64_t amount);
+int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id,
+                           int64_t amount);
 
 /* The background recoverer and sweeper (runs every --recovery-interval). */
 void idem_recovery_start(struct app *a);

@@ -109,7 +109,8 @@ static const char *const migrations[] = {
      * their processor key unless the key's current holder records the same charge */
     "CREATE TABLE charge_voids ("
     "  processor_key TEXT PRIMARY KEY, user_id BIGINT NOT NULL, idem_key TEXT NOT NULL,"
-    "  fingerprint TEXT NOT NULL, generation BIGINT NOT NULL, charge_id TEXT NOT NULL,"
+    "  fingerprint TEXT NOT NULL, generation BIGINT NOT NULL, account_id BIGINT NOT NULL,"
+    "  charge_id TEXT NOT NULL,"
     "  amount BIGINT NOT NULL, created_at BIGINT NOT NULL);"
     /* snowflake node ids leased by live processes (PostgreSQL), renewed by a heartbeat */
     "CREATE TABLE node_leases ("
