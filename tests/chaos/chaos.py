@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sqlite3
@@ -288,14 +289,26 @@ def _payment_id(numeric):
     return "pay_" + "".join(reversed(digits))
 
 
+_workdirs = []
+
+
 def finish(failures):
+    """Exits 1 with the failures listed, else 0; work directories (logs, databases) are kept
+    for a failed run and removed after a passing one."""
     for f in failures:
         print("FAIL:", f, flush=True)
+    if failures:
+        print("logs and databases kept in:", " ".join(_workdirs), flush=True)
+    else:
+        for d in _workdirs:
+            shutil.rmtree(d, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 
 def workdir():
-    return tempfile.mkdtemp(prefix="payd-chaos-")
+    d = tempfile.mkdtemp(prefix="payd-chaos-")
+    _workdirs.append(d)
+    return d
 
 
 def new_key():
@@ -337,15 +350,21 @@ def kill_loop_case(name, kills, clients=8, sim_args=None, pause=(0.5, 2.0), thin
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
         t.start()
-    for _ in range(kills):
+    sim_kills = 0
+    for i in range(kills):
         time.sleep(random.uniform(*pause))
         node.kill9()
         node.start(node.port)
+        if sim and i % 4 == 3:  # the processor dies too, now and then, answers in flight
+            sim.kill9()
+            sim.start(sim.port)
+            sim_kills += 1
     stop.set()
     for t in threads:
         t.join(180)
     books = Books(db, processor_db=processor_db)
-    failures = check_payments(books, acks, [url], api_key, kills, name=name)
+    failures = check_payments(books, acks, [url], api_key, kills, name=name,
+                              extra={"processor_kills": sim_kills} if sim else None)
     failures += errors
     non_final = [a[0] for a in acks.values() if a[0] not in (201,)]
     if non_final:
