@@ -147,9 +147,14 @@ static void answer_what_key_holds(request *req)
 static void derive_processor_key(request *req)
 {
     char material[512];
-    int n =
-        snprintf(material, sizeof material, "%llu\n%s\n%s\n%lld", (unsigned long long)req->user.id,
-                 req->idem->key, req->idem->fingerprint, (long long)req->idem->generation);
+    int n;
+    if (req->idem->generation < 0) /* a key left open by a version before fencing: its old key */
+        n = snprintf(material, sizeof material, "%llu\n%s\n%lld", (unsigned long long)req->user.id,
+                     req->idem->key, (long long)-req->idem->generation);
+    else
+        n = snprintf(material, sizeof material, "%llu\n%s\n%s\n%lld",
+                     (unsigned long long)req->user.id, req->idem->key, req->idem->fingerprint,
+                     (long long)req->idem->generation);
     sha256_hex(material, (size_t)n, req->idem->processor_key);
 }
 

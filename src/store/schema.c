@@ -105,6 +105,9 @@ static const char *const migrations[] = {
     "ALTER TABLE idempotency_keys ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;"
     "ALTER TABLE idempotency_keys ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;"
     "UPDATE idempotency_keys SET fence = claimed_at, generation = claimed_at;"
+    /* keys open across the upgrade keep the processor key they were given before it (a
+     * negative generation says so), so their resumption finds the charge they made */
+    "UPDATE idempotency_keys SET generation = -claimed_at WHERE state IN ('started', 'in_doubt');"
     /* charges their own request could not record, waiting for the recoverer to void them by
      * their processor key unless the key's current holder records the same charge */
     "CREATE TABLE charge_voids ("
