@@ -19,9 +19,9 @@
 #include "server/signals.h"
 #include "server/auth.h"
 #include "server/dev.h"
+#include "server/fault.h"
+#include "server/lease.h"
 #include "server/metrics.h"
-
-#define CLI_NODE_ID 1023 /* ids made by the command line never meet a server's (nodes 0..1022) */
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
 static void usage(FILE *out)
@@ -111,16 +111,32 @@ static int insert_user(db_conn *db, void *arg)
                : -1;
 }
 
+/* The command line leases a node id for its run, like a server, so its ids never meet one a
+ * server (or another command running at the same moment) issues. */
+static id_generator cli_ids;
+static node_lease *cli_lease;
+
+static bool cli_lease_ids(store *s)
+{
+    char err[512];
+    id_generator_init(&cli_ids, 0, NULL, NULL);
+    cli_lease = lease_acquire(s, NODE_AUTO, &cli_ids, err, sizeof err);
+    if (!cli_lease)
+        fprintf(stderr, "payd: %s\n", err);
+    return cli_lease != NULL;
+}
+
+static void cli_close(store *s)
+{
+    lease_release(cli_lease);
+    cli_lease = NULL;
+    store_close(s);
+}
+
 static uint64_t cli_id(void)
 {
-    static id_generator gen;
-    static bool ready;
-    if (!ready) {
-        id_generator_init(&gen, CLI_NODE_ID, NULL, NULL);
-        ready = true;
-    }
     uint64_t id = 0;
-    id_next(&gen, &id);
+    id_next(&cli_ids, &id);
     return id;
 }
 
@@ -139,6 +155,10 @@ static int cmd_user_create(int argc, char **argv)
     store *s = open_store(argc, argv);
     if (!s)
         return 1;
+    if (!cli_lease_ids(s)) {
+        store_close(s);
+        return 1;
+    }
     new_api_key key;
     new_user u = {.id = cli_id(),
                   .name = argv[0],
@@ -149,7 +169,7 @@ static int cmd_user_create(int argc, char **argv)
     uint64_t key_id = cli_id();
     api_key_generate(&key, key_id, u.id, NULL, created_at_of(key_id));
     int rc = store_write(s, insert_user, &u);
-    store_close(s);
+    cli_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: could not create the user\n");
         return 1;
@@ -197,10 +217,14 @@ static int cmd_account_create(int argc, char **argv)
     store *s = open_store(argc, argv);
     if (!s)
         return 1;
+    if (!cli_lease_ids(s)) {
+        store_close(s);
+        return 1;
+    }
     a.id = cli_id();
     a.now = created_at_of(a.id);
     int rc = store_write(s, insert_account, &a);
-    store_close(s);
+    cli_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: %s\n",
                 a.user_found ? "could not create the account" : "no such user");
@@ -269,12 +293,16 @@ static int cmd_key_create(int argc, char **argv)
     store *s = open_store(argc, argv);
     if (!s)
         return 1;
+    if (!cli_lease_ids(s)) {
+        store_close(s);
+        return 1;
+    }
     new_api_key key;
     uint64_t id = cli_id();
     api_key_generate(&key, id, user, flag(argc, argv, "--name"), created_at_of(id));
     key_job job = {.key = &key};
     int rc = store_write(s, insert_key_for_user, &job);
-    store_close(s);
+    cli_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: %s\n", job.user_found ? "could not create the key" : "no such user");
         return 1;
@@ -386,6 +414,12 @@ static int cmd_serve(int argc, char **argv)
     sigset_t stop_signals;
     stop_signals_block(&stop_signals);
 
+    static const store_faults faults = {fault_fail_write_job, fault_at_commit};
+    store_set_faults(&faults); /* inert unless PAYD_FAULT names a write or commit fault */
+    if (sqlite_serve_lock(a.cfg.db, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 1;
+    }
     store_options opt = {.url = a.cfg.db,
                          .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
                          .writer_conns = 8};
@@ -396,11 +430,18 @@ static int cmd_serve(int argc, char **argv)
     }
     if (a.cfg.workers == 0)
         a.cfg.workers = store_kind(a.store) == DB_SQLITE ? 64 : 16;
-    if (id_generator_init(&a.ids, (int)a.cfg.node_id, NULL, NULL) != 0 ||
+    if (id_generator_init(&a.ids, 0, NULL, NULL) != 0 ||
         store_secret(a.store, "cursor", a.cursor_key) != 0) {
         fprintf(stderr, "payd: cannot initialise ids or the cursor secret\n");
         return 1;
     }
+    node_lease *lease = lease_acquire(a.store, (int)a.cfg.node_id, &a.ids, err, sizeof err);
+    if (!lease) {
+        fprintf(stderr, "payd: %s\n", err);
+        store_close(a.store);
+        return 1;
+    }
+    lease_start_renewal(lease);
     a.processor = processor_create(&a, a.cfg.processor, err, sizeof err);
     if (!a.processor) {
         fprintf(stderr, "payd: %s\n", err);
@@ -411,6 +452,7 @@ static int cmd_serve(int argc, char **argv)
     a.limiter = gcra_table_create(64, 16384);
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
+    fault_arm();
     if (http_server_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
@@ -418,14 +460,15 @@ static int cmd_serve(int argc, char **argv)
     idem_recovery_start(&a);
     fprintf(stderr,
             "{\"level\":\"info\",\"msg\":\"payd serving\",\"listen\":\"%s\",\"db\":\"%s\","
-            "\"group_commit\":%s}\n",
+            "\"group_commit\":%s,\"node_id\":%d}\n",
             a.cfg.listen, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres",
-            a.cfg.group_commit ? "true" : "false");
+            a.cfg.group_commit ? "true" : "false", lease_node_id(lease));
 
     int sig = stop_signals_wait(&stop_signals);
     fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
     http_server_stop(&a);
     idem_recovery_stop();
+    lease_release(lease);
     store_close(a.store);
     processor_free(a.processor);
     auth_cache_free(a.auth);

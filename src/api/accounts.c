@@ -65,7 +65,8 @@ void accounts_create(request *req)
     }
     n.id = app_next_id(req->app);
     n.now = created_at_of(n.id);
-    if (commit_response(req, insert_account, &n) != 0)
+    write_result w = commit_response(req, insert_account, &n);
+    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_error(req, ERR_INTERNAL, "the account could not be stored");
 }
 

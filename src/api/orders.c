@@ -114,7 +114,8 @@ void orders_create(request *req)
     }
     o.id = app_next_id(req->app);
     o.now = created_at_of(o.id);
-    if (commit_response(req, insert_order, &o) != 0)
+    write_result w = commit_response(req, insert_order, &o);
+    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_error(req, ERR_INTERNAL, "the order could not be stored");
 }
 

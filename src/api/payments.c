@@ -155,25 +155,23 @@ static int record_payment(db_conn *db, void *arg)
         "iiiissszssssi", (int64_t)p->id, (int64_t)req->user.id, (int64_t)p->account_id, p->amount,
         p->currency, status, p->source, (int64_t)p->order_id, p->description, p->metadata,
         p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at);
-    if (rc == DB_CONSTRAINT) /* another payment of this order won the race */
-        return DB_CONSTRAINT;
     if (rc != DB_DONE)
-        return -1;
+        return rc; /* DB_CONSTRAINT: the caller finds out which (the order's, or an id's) */
     if (approved) {
         if (db_exec(db,
                     "UPDATE accounts SET balance = balance + $2, version = version + 1, "
                     "updated_at = $3 WHERE id = $1",
                     "iii", (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
-            return -1;
+            return DB_ERROR;
         if (stats_record_payment(db, p->account_id, p->created_at, p->amount) != DB_DONE)
-            return -1; /* the volume rollup (api/stats.c) moves with the payment */
+            return DB_ERROR; /* the volume rollup (api/stats.c) moves with the payment */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "
                      "updated_at = $3 WHERE id = $1 AND status = 'created'",
                      "iii", (int64_t)p->order_id, (int64_t)p->id, p->created_at) != DB_DONE ||
              db_changes(db) != 1))
-            return DB_CONSTRAINT;
+            return WRITE_CONFLICT; /* the order left 'created' meanwhile */
         char location[64];
         char id[ID_STR_MAX];
         id_format(p->id, "pay", id);
@@ -269,33 +267,72 @@ static void reply_processor_unavailable(request *req)
                 "the processor did not answer; retry with the same Idempotency-Key");
 }
 
+static void reply_database_unavailable(request *req)
+{
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                "the payment could not be recorded; retry with the same Idempotency-Key");
+}
+
+/* After a conflict: true when the order is no longer payable (another payment took it, or it
+ * left 'created'), with the order's answer set; false when the conflict was something else. */
+static bool order_taken_or_reply(request *req, payment *p)
+{
+    db_conn *db = p->order_id ? store_reader(req->app->store) : NULL;
+    if (!db)
+        return false;
+    order_payable_or_reply(req, db, p);
+    if (req->error == ERR_NONE)
+        return false; /* the order is still payable: the conflict was not the order's */
+    if (req->error == ERR_RESOURCE_MISSING || req->error == ERR_ORDER_MISMATCH)
+        return false; /* cannot happen to an order we read before charging */
+    return true;
+}
+
+/* Voids an approved charge of ours that no payment will carry: inline, under its own processor
+ * key; if the processor does not confirm, queued so the recoverer retries it until it does. */
+static void void_charge(request *req, payment *p)
+{
+    if (p->charge.status != PROC_APPROVED)
+        return;
+    char void_key[80];
+    snprintf(void_key, sizeof void_key, "%s:void", req->idem->processor_key);
+    proc_result voided = processor_refund(req->app->processor, void_key, p->charge.id, p->amount);
+    if (voided.status != PROC_APPROVED)
+        idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
+}
+
 static void finish_payment(request *req, payment *p)
 {
     p->id = app_next_id(req->app);
     p->created_at = created_at_of(p->id);
-    int rc = commit_response(req, record_payment, p);
-    if (rc == DB_CONSTRAINT) {
-        /* The order was paid by another payment between our check and our commit: this charge
-         * must not stay. It is voided with a refund under a key of its own (deduplicated like
-         * any call); if that refund is in doubt too, the key stays resumable and a retry voids
-         * it again. */
-        if (p->charge.status == PROC_APPROVED) {
-            char void_key[80];
-            snprintf(void_key, sizeof void_key, "%s:void", req->idem->processor_key);
-            proc_result voided =
-                processor_refund(req->app->processor, void_key, p->charge.id, p->amount);
-            if (voided.status != PROC_APPROVED) {
-                reply_processor_unavailable(req);
-                return;
-            }
+    write_result r = commit_response(req, record_payment, p);
+    switch (r) {
+    case WRITE_OK:
+    case WRITE_REFUSED:
+        break;
+    case WRITE_FENCED:
+        /* We lost the key while we charged: the answer is already what the key holds. Our
+         * charge is the new holder's too when it asks under the same processor key; the
+         * recoverer checks that a record carries it and voids it otherwise. */
+        if (p->charge.status == PROC_APPROVED)
+            idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
+        break;
+    case WRITE_CONFLICT:
+        if (order_taken_or_reply(req, p)) {
+            /* The order was paid (or closed) by another request between our check and our
+             * commit: this charge must not stay. */
+            void_charge(req, p);
+            break;
         }
-        db_conn *db = store_reader(req->app->store);
-        if (db)
-            order_payable_or_reply(req, db, p);
-        if (req->error == ERR_NONE)
-            reply_error(req, ERR_DUPLICATE_PAYMENT, "the order is already paid");
-    } else if (rc != 0) {
-        reply_processor_unavailable(req); /* charged or not, the key stays resumable */
+        /* not the order's (an id collision, a check): nothing was kept, the charge is
+         * recorded by a retry under the same processor key */
+        reply_database_unavailable(req);
+        break;
+    case WRITE_RETRY:
+    case WRITE_FAILED:
+        reply_database_unavailable(req); /* charged or not, the key stays resumable */
+        break;
     }
 }
 
@@ -306,12 +343,14 @@ void payments_create(request *req)
         free(p.metadata);
         return;
     }
+    fault_point("before-charge");
     p.charge = processor_charge(req->app->processor, req->idem->processor_key, p.amount, p.currency,
                                 p.source);
     if (p.charge.status == PROC_UNAVAILABLE) {
         reply_processor_unavailable(req);
     } else {
         fault_point("crash-after-charge");
+        fault_point("after-charge");
         finish_payment(req, &p);
     }
     free(p.metadata);

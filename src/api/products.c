@@ -96,7 +96,8 @@ void products_create(request *req)
     }
     p.id = app_next_id(req->app);
     p.now = created_at_of(p.id);
-    if (commit_response(req, insert_product, &p) != 0)
+    write_result w = commit_response(req, insert_product, &p);
+    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_error(req, ERR_INTERNAL, "the product could not be stored");
 }
 
@@ -260,6 +261,10 @@ void reservations_create(request *req)
         return;
     r.id = app_next_id(req->app);
     r.now = created_at_of(r.id);
-    if (commit_response(req, reserve_stock, &r) != 0)
-        reply_error(req, ERR_INTERNAL, "the reservation could not be stored");
+    write_result w = commit_response(req, reserve_stock, &r);
+    if (w != WRITE_OK && w != WRITE_FENCED) { /* fenced: the answer is what the key holds */
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "the reservation could not be stored; retry with the same Idempotency-Key");
+    }
 }

@@ -21,12 +21,9 @@
 #include "core/timefmt.h"
 #include "idem/idem.h"
 #include "processor/processor.h"
+#include "server/fault.h"
 
 #define REFUND_COLUMNS "id, payment_id, amount, reason, status, created_at"
-
-/* A reserve job that refused after a write: its savepoint is undone, and the idempotency engine
- * stores the answer (insufficient_funds) in a job of its own. */
-#define RESERVE_UNDONE 1
 
 json_t *refund_json(db_stmt *st)
 {
@@ -101,7 +98,7 @@ static int reserve_refund(db_conn *db, void *arg)
         return rc;
     if (db_changes(db) == 0) {
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the account balance cannot cover the refund");
-        return RESERVE_UNDONE;
+        return WRITE_REFUSED; /* the savepoint is undone; the engine stores the answer */
     }
     if ((rc = stats_record_refund(db, r->payment_id, r->amount)) != DB_DONE)
         return rc; /* the volume rollup (api/stats.c) moves with the refunded amount */
@@ -141,7 +138,13 @@ static void finish_refund(request *req, refund *r)
         processor_refund(req->app->processor, req->idem->processor_key, r->charge_id, r->amount);
     /* The protocol answers a refund with success or not at all: anything else is in doubt, and
      * the refund stays pending (its money held) until a retry or the recoverer confirms it. */
-    if (r->processor.status != PROC_APPROVED || commit_response(req, confirm_refund, r) != 0)
+    fault_point("after-refund");
+    if (r->processor.status != PROC_APPROVED) {
+        reply_in_doubt(req);
+        return;
+    }
+    write_result w = commit_response(req, confirm_refund, r);
+    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_in_doubt(req);
 }
 
@@ -278,13 +281,18 @@ void refunds_create(request *req)
         return;
     r.id = app_next_id(req->app);
     r.created_at = created_at_of(r.id);
-    int rc = commit_response(req, reserve_refund, &r);
-    if (rc == RESERVE_UNDONE || (rc == 0 && req->status))
-        return; /* refused: the answer is set (and stored) */
-    if (rc != 0)
-        reply_error(req, ERR_INTERNAL, "the refund could not be reserved");
-    else
-        finish_refund(req, &r);
+    write_result w = commit_response(req, reserve_refund, &r);
+    if (w == WRITE_REFUSED || w == WRITE_FENCED || (w == WRITE_OK && req->status))
+        return; /* refused, or the key moved on: the answer is set */
+    if (w != WRITE_OK) {
+        /* nothing was reserved and nothing reached the processor; a retry reserves afresh */
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "the refund could not be reserved; retry with the same Idempotency-Key");
+        return;
+    }
+    fault_point("before-refund");
+    finish_refund(req, &r);
 }
 
 /* The recoverer's path: finish a refund this claim reserved; never start one for a client that

@@ -209,8 +209,17 @@ void transfers_create(request *req)
         return;
     t.id = app_next_id(req->app);
     t.created_at = created_at_of(t.id);
-    if (store_write(req->app->store, run_transfer, &t) != 0)
-        reply_error(req, ERR_INTERNAL, "the transfer could not be stored");
+    write_result w = store_run(req->app->store, run_transfer, &t);
+    if (w != WRITE_OK) {
+        /* nothing was kept: the same biz_seq runs the transfer once when retried */
+        fprintf(stderr,
+                "{\"level\":\"error\",\"msg\":\"write job failed\",\"request_id\":\"%s\","
+                "\"route\":\"transfers.create\",\"result\":\"%s\"}\n",
+                req->request_id, write_result_name(w));
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "the transfer could not be stored; retry with the same biz_seq");
+    }
 }
 
 static void reply_transfer(request *req, db_stmt *st)

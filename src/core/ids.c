@@ -34,13 +34,32 @@ int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *cl
     g->clock = clock ? clock : realtime_ms;
     g->clock_ctx = clock_ctx;
     g->max_drift_ms = DEFAULT_DRIFT;
+    g->lease_until_ms = 0;
     return 0;
+}
+
+void id_generator_set_lease_until(id_generator *g, int64_t until_ms)
+{
+    pthread_mutex_lock(&g->lock);
+    g->lease_until_ms = until_ms;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void id_generator_set_node(id_generator *g, int node_id)
+{
+    pthread_mutex_lock(&g->lock);
+    g->node_id = node_id & MAX_NODE;
+    pthread_mutex_unlock(&g->lock);
 }
 
 int id_next(id_generator *g, uint64_t *out)
 {
     pthread_mutex_lock(&g->lock);
     int64_t now = g->clock(g->clock_ctx);
+    if (g->lease_until_ms && now >= g->lease_until_ms) {
+        pthread_mutex_unlock(&g->lock);
+        return ID_LEASE_LAPSED; /* another node may hold our id by now: issue nothing */
+    }
     int64_t ms = g->last_ms;
     int seq = g->sequence + 1;
     if (now > ms) {

@@ -20,6 +20,7 @@ typedef struct id_generator {
     ids_clock_fn clock;
     void *clock_ctx;
     int64_t max_drift_ms; /* how far ahead of the clock we may run before refusing (default 5000) */
+    int64_t lease_until_ms; /* 0: no bound; else no id is issued once the clock reaches it */
 } id_generator;
 
 /* clock NULL = realtime; node 0..1023 else -1 */
@@ -29,6 +30,13 @@ int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *cl
  * clock (the clock went back that far, or the sequence ran out too often), or when the clock is
  * outside the 41-bit range (before 2026 or after 2095). Never issues a duplicate or smaller id. */
 int id_next(id_generator *g, uint64_t *out);
+/* Issues a node id's ids for the generator (0..1023), for a lease taken after init. */
+void id_generator_set_node(id_generator *g, int node_id);
+
+#define ID_LEASE_LAPSED (-2)
+/* The node id is leased (docs/concurrency.md): ids are issued only while the clock is before
+ * until_ms, which the lease's renewals move forward. id_next answers ID_LEASE_LAPSED after it. */
+void id_generator_set_lease_until(id_generator *g, int64_t until_ms);
 
 /* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". */
 void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);

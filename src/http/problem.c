@@ -57,6 +57,8 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
     [ERR_API_KEY_IN_USE] = {409, "api_key_in_use",
                             "The API key making this request cannot revoke itself", KEY_RELEASE},
+    /* a write failed after the operation may have started (a charge made): in doubt, resumable */
+    [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},
     [ERR_INTERNAL] = {500, "internal_error", "Internal error", KEY_UNLOCK},
 };
 

@@ -16,24 +16,31 @@
 
 typedef struct key_row {
     char fingerprint[65];
-    char state[16];
-    int64_t claimed_at, locked_at;
+    char state[16]; /* started, in_doubt, completed, released */
+    int64_t claimed_at, locked_at, fence, generation;
     int status;
     char *location, *body; /* malloc'd */
 } key_row;
 
 typedef enum {
-    KEY_ABSENT,    /* never claimed, or a finished key past its TTL */
+    KEY_ABSENT,    /* never claimed, or a finished key past its TTL: a new operation */
     KEY_REPLAY,    /* finished: replay the stored answer */
     KEY_MISMATCH,  /* claimed for another request */
     KEY_BUSY,      /* in flight and locked */
     KEY_RESUMABLE, /* in doubt, or its lock expired: a retry takes it over and resumes */
+    KEY_RELEASED,  /* released (nothing stored): claimable again, same generation */
 } key_verdict;
+
+static bool expired(const key_row *row, const app *a, int64_t now)
+{
+    return row->claimed_at < now - a->cfg.idempotency_ttl_ms * 1000;
+}
 
 static key_verdict judge(const key_row *row, const char *fingerprint, const app *a, int64_t now)
 {
-    if (!strcmp(row->state, "completed") &&
-        row->claimed_at < now - a->cfg.idempotency_ttl_ms * 1000)
+    if (!strcmp(row->state, "released"))
+        return expired(row, a, now) ? KEY_ABSENT : KEY_RELEASED;
+    if (!strcmp(row->state, "completed") && expired(row, a, now))
         return KEY_ABSENT;
     if (strcmp(row->fingerprint, fingerprint) != 0)
         return KEY_MISMATCH;
@@ -56,8 +63,8 @@ static bool load_row(db_conn *db, uint64_t user, const char *key, key_row *out)
 {
     db_stmt *st = db_query(db,
                            "SELECT fingerprint, state, claimed_at, locked_at, response_status, "
-                           "response_location, response_body FROM idempotency_keys "
-                           "WHERE user_id = $1 AND idem_key = $2",
+                           "response_location, response_body, fence, generation "
+                           "FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2",
                            "is", (int64_t)user, key);
     bool found = db_step(st) == DB_ROW;
     if (found) {
@@ -68,6 +75,8 @@ static bool load_row(db_conn *db, uint64_t user, const char *key, key_row *out)
         out->status = (int)db_int(st, 4);
         out->location = db_text(st, 5) ? strdup(db_text(st, 5)) : NULL;
         out->body = db_text(st, 6) ? strdup(db_text(st, 6)) : NULL;
+        out->fence = db_int(st, 7);
+        out->generation = db_int(st, 8);
     }
     db_done(st);
     return found;
@@ -104,11 +113,48 @@ static void answer_verdict(request *req, key_verdict v, const key_row *row)
     }
 }
 
+/* A holder that lost its key answers what the key holds now: the stored answer, or 409 while
+ * another holder (or nobody yet) has it; its own result is never told to anyone. */
+static void answer_what_key_holds(request *req)
+{
+    db_conn *db = store_reader(req->app->store);
+    key_row row = {0};
+    key_verdict v = KEY_BUSY;
+    if (db && load_row(db, req->user.id, req->idem->key, &row))
+        v = judge(&row, req->idem->fingerprint, req->app, now_us());
+    /* an error first in every case: it drops a Location or ETag the lost result had set */
+    reply_error(req, ERR_REQUEST_IN_PROGRESS, "another request took over this Idempotency-Key");
+    if (v == KEY_REPLAY) {
+        replay(req, &row);
+        req->error = ERR_NONE;
+    } else if (v == KEY_MISMATCH) {
+        answer_verdict(req, v, &row);
+    } else {
+        answer_verdict(req, KEY_BUSY, &row); /* the holder runs, or a retry will claim it */
+    }
+    row_free(&row);
+    fprintf(stderr,
+            "{\"level\":\"warn\",\"msg\":\"idempotency key lost to a newer holder\","
+            "\"request_id\":\"%s\",\"fence\":%lld,\"answer\":%d}\n",
+            req->request_id, (long long)req->idem->fence, req->status);
+    req->resp_recorded = true; /* nothing of ours may be stored for this key */
+}
+
+/* The processor key names the logical operation (§2): the user and key scope it, the
+ * fingerprint separates a different request under a reused key, and the generation (the
+ * claim time of the key's first claim, kept across takeovers and re-claims after a release,
+ * new when an expired key is claimed anew) separates one key's lives. */
 static void derive_processor_key(request *req)
 {
     char material[512];
-    int n = snprintf(material, sizeof material, "%llu\n%s\n%lld", (unsigned long long)req->user.id,
-                     req->idem->key, (long long)req->idem->claimed_at);
+    int n;
+    if (req->idem->generation < 0) /* a key left open by a version before fencing: its old key */
+        n = snprintf(material, sizeof material, "%llu\n%s\n%lld", (unsigned long long)req->user.id,
+                     req->idem->key, (long long)-req->idem->generation);
+    else
+        n = snprintf(material, sizeof material, "%llu\n%s\n%s\n%lld",
+                     (unsigned long long)req->user.id, req->idem->key, req->idem->fingerprint,
+                     (long long)req->idem->generation);
     sha256_hex(material, (size_t)n, req->idem->processor_key);
 }
 
@@ -158,6 +204,13 @@ typedef struct claim_job {
     key_row row;
 } claim_job;
 
+/* A token greater than any this key had, and than any it had before it was swept and made
+ * again (claim times only grow), so a holder from an earlier life can never match. */
+static int64_t next_fence(int64_t previous, int64_t now)
+{
+    return previous + 1 > now ? previous + 1 : now;
+}
+
 static int claim(db_conn *db, void *arg)
 {
     claim_job *j = arg;
@@ -166,42 +219,51 @@ static int claim(db_conn *db, void *arg)
     int64_t user = (int64_t)req->user.id;
     db_status rc = db_exec(db,
                            "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
-                           "path, request_body, state, claimed_at, locked_at) "
-                           "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7) "
+                           "path, request_body, state, claimed_at, locked_at, fence, generation) "
+                           "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7, $7, $7) "
                            "ON CONFLICT (user_id, idem_key) DO NOTHING",
                            "isssssi", user, c->key, c->fingerprint, req->method, req->path,
                            c->canonical_body, j->now);
     if (rc != DB_DONE)
         return rc;
     if (db_changes(db) == 1) {
-        c->claimed_at = j->now;
+        c->claimed_at = c->fence = c->generation = j->now;
         j->verdict = KEY_ABSENT;
         return 0;
     }
     if (!load_row(db, req->user.id, c->key, &j->row))
         return DB_BUSY; /* deleted under us: the caller retries */
     j->verdict = judge(&j->row, c->fingerprint, req->app, j->now);
-    if (j->verdict == KEY_ABSENT) {
-        /* an expired key: claimed anew, with a new claim time and so a new processor key */
-        db_exec(db,
-                "UPDATE idempotency_keys SET fingerprint = $3, method = $4, path = $5, "
-                "request_body = $6, state = 'started', claimed_at = $7, locked_at = $7, "
-                "response_status = NULL, response_location = NULL, response_body = NULL "
-                "WHERE user_id = $1 AND idem_key = $2 AND claimed_at = $8",
-                "isssssii", user, c->key, c->fingerprint, req->method, req->path, c->canonical_body,
-                j->now, j->row.claimed_at);
-        c->claimed_at = j->now;
+    int64_t fence = next_fence(j->row.fence, j->now);
+    if (j->verdict == KEY_ABSENT || j->verdict == KEY_RELEASED) {
+        /* a new request for this key; an expired key starts a new generation (so a new
+         * processor key), a released one keeps its own: the operation it stood for may still
+         * have reached the processor through a holder that lost the key */
+        int64_t generation = j->verdict == KEY_ABSENT ? j->now : j->row.generation;
+        rc = db_exec(db,
+                     "UPDATE idempotency_keys SET fingerprint = $3, method = $4, path = $5, "
+                     "request_body = $6, state = 'started', claimed_at = $7, locked_at = $7, "
+                     "fence = $8, generation = $9, response_status = NULL, "
+                     "response_location = NULL, response_body = NULL "
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $10",
+                     "isssssiiii", user, c->key, c->fingerprint, req->method, req->path,
+                     c->canonical_body, j->now, fence, generation, j->row.fence);
+        c->generation = generation;
+        c->resumed = j->verdict == KEY_RELEASED;
     } else if (j->verdict == KEY_RESUMABLE) {
-        db_exec(db,
-                "UPDATE idempotency_keys SET state = 'started', locked_at = $3 "
-                "WHERE user_id = $1 AND idem_key = $2 AND claimed_at = $4 AND locked_at = $5 "
-                "AND state = $6",
-                "isiiis", user, c->key, j->now, j->row.claimed_at, j->row.locked_at, j->row.state);
-        c->claimed_at = j->row.claimed_at;
+        rc = db_exec(db,
+                     "UPDATE idempotency_keys SET state = 'started', locked_at = $3, fence = $4 "
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
+                     "isiii", user, c->key, j->now, fence, j->row.fence);
+        c->generation = j->row.generation;
         c->resumed = true;
     } else {
         return 0;
     }
+    if (rc != DB_DONE)
+        return rc;
+    c->claimed_at = j->now;
+    c->fence = fence;
     if (db_changes(db) != 1)
         j->verdict = KEY_BUSY; /* another node took it between our read and write */
     return 0;
@@ -211,20 +273,25 @@ bool idem_claim_or_reply(request *req)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         claim_job j = {.req = req, .now = now_us()};
-        int rc = store_write(req->app->store, claim, &j);
-        if (rc == DB_BUSY) {
+        write_result r = store_run(req->app->store, claim, &j);
+        if (r == WRITE_RETRY) {
             row_free(&j.row);
             continue;
         }
-        if (rc != 0) {
+        if (r != WRITE_OK) {
             row_free(&j.row);
+            fprintf(stderr,
+                    "{\"level\":\"error\",\"msg\":\"idempotency claim failed\","
+                    "\"request_id\":\"%s\",\"result\":\"%s\"}\n",
+                    req->request_id, write_result_name(r));
             reply_header(req, "Retry-After", "1");
-            reply_error(req, ERR_OVERLOADED, "could not claim the Idempotency-Key; retry");
+            reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                        "could not claim the Idempotency-Key; retry with the same key");
             free(req->idem->canonical_body);
             req->idem = NULL;
             return false;
         }
-        if (j.verdict == KEY_ABSENT || j.verdict == KEY_RESUMABLE) {
+        if (j.verdict == KEY_ABSENT || j.verdict == KEY_RESUMABLE || j.verdict == KEY_RELEASED) {
             row_free(&j.row);
             derive_processor_key(req);
             return true;
@@ -240,19 +307,24 @@ bool idem_claim_or_reply(request *req)
     return false;
 }
 
-/* ---- finish: store, release or unlock ---- */
+/* ---- finish: store, release or unlock; every write names the holder's fence ---- */
+
+static int fenced(db_conn *db, db_status rc)
+{
+    if (rc != DB_DONE)
+        return rc;
+    return db_changes(db) == 1 ? 0 : WRITE_FENCED;
+}
 
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
-    return db_exec(db,
-                   "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
-                   "response_status = $3, response_location = $4, response_body = $5 "
-                   "WHERE user_id = $1 AND idem_key = $2 AND claimed_at = $6",
-                   "isissi", (int64_t)req->user.id, req->idem->key, (int64_t)req->status, location,
-                   req->resp_body ? req->resp_body : "", req->idem->claimed_at) == DB_DONE
-               ? 0
-               : -1;
+    return fenced(db, db_exec(db,
+                              "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
+                              "response_status = $3, response_location = $4, response_body = $5 "
+                              "WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
+                              "isissi", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
+                              location, req->resp_body ? req->resp_body : "", req->idem->fence));
 }
 
 typedef struct settle_job {
@@ -268,31 +340,45 @@ static int settle_job_run(db_conn *db, void *arg)
     case KEY_STORE:
         return store_response(db, req);
     case KEY_RELEASE:
-        return db_exec(db,
-                       "DELETE FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2 "
-                       "AND claimed_at = $3",
-                       "isi", (int64_t)req->user.id, req->idem->key,
-                       req->idem->claimed_at) == DB_DONE
-                   ? 0
-                   : -1;
+        /* the row stays, marked released, so its generation (and with it the processor key)
+         * survives for a re-claim of the same request; the sweeper removes it after the TTL */
+        return fenced(db, db_exec(db,
+                                  "UPDATE idempotency_keys SET state = 'released', locked_at = 0, "
+                                  "response_status = NULL, response_location = NULL, "
+                                  "response_body = NULL "
+                                  "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                                  "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence));
     case KEY_UNLOCK:
         /* in doubt: locked_at now records when it was left, so the recoverer waits a lock
          * timeout before finishing it, giving the client's own retry the first chance */
-        return db_exec(db,
-                       "UPDATE idempotency_keys SET state = 'in_doubt', locked_at = $4 "
-                       "WHERE user_id = $1 AND idem_key = $2 AND claimed_at = $3",
-                       "isii", (int64_t)req->user.id, req->idem->key, req->idem->claimed_at,
-                       now_us()) == DB_DONE
-                   ? 0
-                   : -1;
+        return fenced(db, db_exec(db,
+                                  "UPDATE idempotency_keys SET state = 'in_doubt', locked_at = $4 "
+                                  "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                                  "isii", (int64_t)req->user.id, req->idem->key, req->idem->fence,
+                                  now_us()));
     }
-    return -1;
+    return WRITE_FAILED;
 }
 
 void idem_settle(request *req, key_disposition what)
 {
     settle_job j = {.req = req, .what = what};
-    store_write(req->app->store, settle_job_run, &j);
+    write_result r = store_run(req->app->store, settle_job_run, &j);
+    if (r == WRITE_FENCED) {
+        answer_what_key_holds(req);
+    } else if (r != WRITE_OK) {
+        /* the key stays as it was (started): a retry past the lock timeout, or the recoverer,
+         * takes it over. A success we could not store is not told as one: the client retries. */
+        fprintf(stderr,
+                "{\"level\":\"error\",\"msg\":\"idempotency key not settled\","
+                "\"request_id\":\"%s\",\"result\":\"%s\",\"status\":%d}\n",
+                req->request_id, write_result_name(r), req->status);
+        if (what == KEY_STORE) {
+            reply_header(req, "Retry-After", "1");
+            reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                        "the answer could not be stored; retry with the same Idempotency-Key");
+        }
+    }
 }
 
 void idem_finish(request *req)
@@ -310,25 +396,77 @@ typedef struct commit_job {
 static int commit_with_response(db_conn *db, void *arg)
 {
     commit_job *j = arg;
+    request *req = j->req;
+    if (req->idem) {
+        /* the fence first: it locks the key's row for this transaction, so no takeover can
+         * slip between this check and the commit, and a stale holder writes nothing at all */
+        int rc =
+            fenced(db, db_exec(db,
+                               "UPDATE idempotency_keys SET locked_at = locked_at "
+                               "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                               "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence));
+        if (rc != 0)
+            return rc;
+    }
     int rc = j->fn(db, j->ctx);
-    if (rc != 0 || !j->req->idem || !j->req->status)
+    if (rc != 0 || !req->idem || !req->status)
         return rc;
-    key_disposition what =
-        j->req->error == ERR_NONE ? KEY_STORE : problem_lookup(j->req->error)->key;
+    key_disposition what = req->error == ERR_NONE ? KEY_STORE : problem_lookup(req->error)->key;
     if (what != KEY_STORE)
         return rc;
-    if (store_response(db, j->req) != 0)
-        return -1;
-    j->req->resp_recorded = true;
+    rc = store_response(db, req);
+    if (rc != 0)
+        return rc;
+    req->resp_recorded = true;
     return 0;
 }
 
-int commit_response(request *req, write_job_fn fn, void *ctx)
+write_result commit_response(request *req, write_job_fn fn, void *ctx)
 {
     commit_job j = {.req = req, .fn = fn, .ctx = ctx};
     req->resp_recorded = false;
-    int rc = store_write(req->app->store, commit_with_response, &j);
-    if (rc != 0)
+    write_result r = store_run(req->app->store, commit_with_response, &j);
+    if (r != WRITE_OK)
         req->resp_recorded = false;
-    return rc;
+    if (r == WRITE_FENCED)
+        answer_what_key_holds(req);
+    else if (r != WRITE_OK && r != WRITE_REFUSED)
+        fprintf(stderr,
+                "{\"level\":\"error\",\"msg\":\"write job failed\",\"request_id\":\"%s\","
+                "\"route\":\"%s\",\"result\":\"%s\"}\n",
+                req->request_id, req->route ? req->route->name : "", write_result_name(r));
+    return r;
+}
+
+/* ---- charges no record will carry ---- */
+
+typedef struct void_job {
+    request *req;
+    uint64_t account_id;
+    const char *charge_id;
+    int64_t amount;
+} void_job;
+
+static int queue_void(db_conn *db, void *arg)
+{
+    void_job *j = arg;
+    request *req = j->req;
+    return db_exec(db,
+                   "INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, "
+                   "generation, account_id, charge_id, amount, created_at) "
+                   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                   "sissiisii", req->idem->processor_key, (int64_t)req->user.id, req->idem->key,
+                   req->idem->fingerprint, req->idem->generation, (int64_t)j->account_id,
+                   j->charge_id, j->amount, now_us());
+}
+
+int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id, int64_t amount)
+{
+    void_job j = {.req = req, .account_id = account_id, .charge_id = charge_id, .amount = amount};
+    write_result r = store_run(req->app->store, queue_void, &j);
+    fprintf(stderr,
+            "{\"level\":\"%s\",\"msg\":\"charge queued for a void check\",\"request_id\":\"%s\","
+            "\"charge_id\":\"%s\",\"result\":\"%s\"}\n",
+            r == WRITE_OK ? "warn" : "error", req->request_id, charge_id, write_result_name(r));
+    return r == WRITE_OK ? 0 : -1;
 }

@@ -18,9 +18,12 @@ typedef struct idem_claim {
     char key[256];
     char fingerprint[65];
     char *canonical_body;
-    int64_t claimed_at;     /* µs; part of the processor key, so a re-claimed key gets a new one */
-    char processor_key[65]; /* derived from (user, key, claimed_at): the same for every retry */
-    bool resumed;           /* a retry (or the recoverer) took over a key left in doubt */
+    int64_t claimed_at; /* µs, this claim's (a takeover's is its own) */
+    int64_t fence;      /* this holder's fencing token: every later write for the key names it */
+    int64_t generation; /* µs; fixed for the logical operation: kept by takeovers, resumes and
+                         * re-claims after a release, new when an expired key is claimed anew */
+    char processor_key[65]; /* sha256(user, key, fingerprint, generation) */
+    bool resumed;           /* a retry (or the recoverer) took over a key someone else held */
 } idem_claim;
 
 typedef enum {
@@ -35,9 +38,18 @@ bool idem_claim_or_reply(request *req);
 /* After the handler: stores, releases or unlocks the key as the response says. */
 void idem_finish(request *req);
 
-/* Runs fn as a write job; if the request owns a key and fn returns 0 with a response set,
- * that response is stored with the key inside the same transaction. */
-int commit_response(request *req, write_job_fn fn, void *ctx);
+/* Runs fn as a write job; if the request owns a key, the job first checks (and locks) the key
+ * under this holder's fencing token, and when fn returns 0 with a response set, that response
+ * is stored with the key inside the same transaction. WRITE_FENCED: another holder has the key;
+ * nothing was kept and the request's answer is already what the key holds (replay or 409). */
+write_result commit_response(request *req, write_job_fn fn, void *ctx);
+
+/* A charge this request made that its own record will never carry (it lost its key, or the
+ * order went to another payment and the inline void failed): queued durably, so the recoverer
+ * voids it by its processor key unless the key's current holder records that same charge.
+ * Returns 0 once queued. */
+int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id,
+                           int64_t amount);
 
 /* The background recoverer and sweeper (runs every --recovery-interval). */
 void idem_recovery_start(struct app *a);

@@ -7,8 +7,14 @@
  * a processor call commit their effects together with the key's answer, so an unfinished key of
  * theirs means nothing happened: it is released.
  *
- * Sweeper: deletes finished keys older than the TTL (lookups already ignore them). Keys still
- * open are never swept: the recoverer finishes them first. */
+ * Voider: works through charge_voids, the charges a request made but could not record (it lost
+ * its key to a newer holder, or its order went to another payment). A charge the key's
+ * current holder will record (same generation and request: the processor hands that holder the
+ * same charge) is left to it; one a payment carries is done; any other is refunded by its
+ * processor key, retried every pass until the processor confirms, so none stays orphaned.
+ *
+ * Sweeper: deletes finished and released keys older than the TTL (lookups already ignore
+ * them). Keys still open are never swept: the recoverer finishes them first. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,6 +25,7 @@
 #include "http/route.h"
 #include "http/server.h"
 #include "idem/idem_internal.h"
+#include "processor/processor.h"
 #include "server/app.h"
 
 #define RECOVER_PER_PASS 100
@@ -38,12 +45,13 @@ typedef struct sweep_job {
 static int sweep(db_conn *db, void *arg)
 {
     sweep_job *j = arg;
-    db_status rc =
-        db_exec(db,
-                "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
-                "SELECT user_id, idem_key FROM idempotency_keys "
-                "WHERE claimed_at < $1 AND state = 'completed' LIMIT 5000)", /* SWEEP_CHUNK */
-                "i", j->expired_before);
+    db_status rc = db_exec(
+        db,
+        "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
+        "SELECT user_id, idem_key FROM idempotency_keys "
+        "WHERE claimed_at < $1 AND state IN ('completed', 'released') LIMIT 5000)", /* SWEEP_CHUNK
+                                                                                     */
+        "i", j->expired_before);
     j->deleted = db_changes(db);
     return rc == DB_DONE ? 0 : -1;
 }
@@ -91,6 +99,125 @@ static void recover_one(app *a, const open_key *k)
     request_free(req);
 }
 
+/* ---- the voider ---- */
+
+typedef struct charge_void {
+    int64_t user_id, generation, amount, account_id;
+    char processor_key[65], idem_key[256], fingerprint[65], charge_id[64];
+} charge_void;
+
+typedef enum { VOID_WAIT, VOID_CARRIED, VOID_NOW } void_verdict;
+
+typedef struct void_decision {
+    const charge_void *v;
+    int64_t now;
+    void_verdict verdict;
+} void_decision;
+
+/* One write job, so the verdict and the key's state cannot drift apart: a released key whose
+ * charge is about to be voided is moved to a new generation here, so a re-claim of it asks the
+ * processor under a new processor key and can never be handed the charge being refunded. */
+static int decide_void(db_conn *db, void *arg)
+{
+    void_decision *d = arg;
+    const charge_void *v = d->v;
+    /* the account's payments since the key's generation (less a minute for clocks that differ
+     * between nodes): one range of the payments_page index, not a scan of every payment */
+    db_stmt *st = db_query(db,
+                           "SELECT 1 FROM payments WHERE account_id = $1 AND created_at >= $2 "
+                           "AND processor_charge_id = $3",
+                           "iis", v->account_id, v->generation - 60 * 1000000LL, v->charge_id);
+    bool carried = db_step(st) == DB_ROW;
+    db_done(st);
+    if (carried) {
+        d->verdict = VOID_CARRIED;
+        return 0;
+    }
+    st = db_query(db,
+                  "SELECT state, fence FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2 "
+                  "AND generation = $3 AND fingerprint = $4",
+                  "isis", v->user_id, v->idem_key, v->generation, v->fingerprint);
+    char state[16] = "";
+    int64_t fence = 0;
+    if (db_step(st) == DB_ROW) {
+        snprintf(state, sizeof state, "%s", db_text(st, 0));
+        fence = db_int(st, 1);
+    }
+    db_done(st);
+    d->verdict = VOID_NOW;
+    if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
+        d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
+    } else if (!strcmp(state, "released")) {
+        db_status rc = db_exec(db,
+                               "UPDATE idempotency_keys SET generation = $3, fence = $4 "
+                               "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
+                               "isiii", v->user_id, v->idem_key, d->now,
+                               fence + 1 > d->now ? fence + 1 : d->now, fence);
+        if (rc != DB_DONE)
+            return rc;
+        if (db_changes(db) != 1)
+            d->verdict = VOID_WAIT; /* claimed meanwhile: look again next pass */
+    }
+    return 0;
+}
+
+static int forget_void(db_conn *db, void *arg)
+{
+    const charge_void *v = arg;
+    return db_exec(db, "DELETE FROM charge_voids WHERE processor_key = $1", "s", v->processor_key);
+}
+
+static void settle_void(app *a, const charge_void *v)
+{
+    void_decision d = {.v = v, .now = now_us()};
+    if (store_run(a->store, decide_void, &d) != WRITE_OK || d.verdict == VOID_WAIT)
+        return;
+    const char *outcome = "carried";
+    if (d.verdict == VOID_NOW) {
+        char void_key[80];
+        snprintf(void_key, sizeof void_key, "%s:void", v->processor_key);
+        proc_result r = processor_refund(a->processor, void_key, v->charge_id, v->amount);
+        if (r.status != PROC_APPROVED) {
+            fprintf(stderr,
+                    "{\"level\":\"warn\",\"msg\":\"void not confirmed; retried next pass\","
+                    "\"charge_id\":\"%s\"}\n",
+                    v->charge_id);
+            return;
+        }
+        outcome = "voided";
+    }
+    store_run(a->store, forget_void, (void *)v);
+    fprintf(stderr,
+            "{\"level\":\"info\",\"msg\":\"unrecorded charge settled\",\"user_id\":%lld,"
+            "\"charge_id\":\"%s\",\"outcome\":\"%s\"}\n",
+            (long long)v->user_id, v->charge_id, outcome);
+}
+
+static void void_pass(app *a, db_conn *db)
+{
+    charge_void voids[RECOVER_PER_PASS];
+    int n = 0;
+    db_stmt *st = db_query(db,
+                           "SELECT processor_key, user_id, idem_key, fingerprint, generation, "
+                           "charge_id, amount, account_id FROM charge_voids "
+                           "ORDER BY created_at LIMIT 100",
+                           "");
+    while (n < RECOVER_PER_PASS && db_step(st) == DB_ROW) {
+        charge_void *v = &voids[n++];
+        snprintf(v->processor_key, sizeof v->processor_key, "%s", db_text(st, 0));
+        v->user_id = db_int(st, 1);
+        snprintf(v->idem_key, sizeof v->idem_key, "%s", db_text(st, 2));
+        snprintf(v->fingerprint, sizeof v->fingerprint, "%s", db_text(st, 3));
+        v->generation = db_int(st, 4);
+        snprintf(v->charge_id, sizeof v->charge_id, "%s", db_text(st, 5));
+        v->amount = db_int(st, 6);
+        v->account_id = db_int(st, 7);
+    }
+    db_done(st);
+    for (int i = 0; i < n; i++)
+        settle_void(a, &voids[i]);
+}
+
 void idem_recovery_pass(app *a)
 {
     int64_t now = now_us();
@@ -128,6 +255,7 @@ void idem_recovery_pass(app *a)
         free(keys[i].path);
         free(keys[i].body);
     }
+    void_pass(a, db); /* after the keys: a key just recovered may now carry its charge */
 }
 
 static void *recovery_main(void *arg)

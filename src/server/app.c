@@ -1,12 +1,27 @@
 #include "server/app.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 uint64_t app_next_id(app *a)
 {
     uint64_t id;
-    if (id_next(&a->ids, &id) != 0) {
+    bool told = false;
+    int rc;
+    /* A lapsed node-id lease: wait for the renewal (the database is probably away, so the
+     * request could not commit anyway). If another node took the id, the renewal ends the
+     * process; ids are never issued under an id we may no longer hold. */
+    while ((rc = id_next(&a->ids, &id)) == ID_LEASE_LAPSED) {
+        if (!told)
+            fprintf(stderr, "{\"level\":\"error\",\"msg\":\"node id lease lapsed; waiting for "
+                            "its renewal before issuing ids\"}\n");
+        told = true;
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (rc != 0) {
         /* The clock went back further than --node-id's generator can absorb: issuing an id now
          * could repeat one. Refusing to run is the only safe answer. */
         fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"clock moved backwards too far\"}\n");

@@ -4,7 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_STRING, OPT_INT, OPT_DURATION, OPT_RATE, OPT_BOOL } option_type;
+typedef enum {
+    OPT_STRING,
+    OPT_INT,
+    OPT_INT_OR_AUTO, /* an integer, or "auto" stored as -1 */
+    OPT_DURATION,
+    OPT_RATE,
+    OPT_BOOL
+} option_type;
 
 typedef struct config_option {
     const char *flag; /* "rate-limit" → --rate-limit and PAYD_RATE_LIMIT */
@@ -22,8 +29,9 @@ static const config_option options[] = {
     {"listen", OPT_STRING, FIELD(listen), "127.0.0.1:8080", 0, 0, "address to serve on, HOST:PORT"},
     {"db", OPT_STRING, FIELD(db), "./payd.db", 0, 0,
      "database: a file path, sqlite:PATH or postgres://..."},
-    {"node-id", OPT_INT, FIELD(node_id), "0", 0, 1021,
-     "Snowflake node id, unique per node (1022 and 1023 are the command line's own)"},
+    {"node-id", OPT_INT_OR_AUTO, FIELD(node_id), "auto", 0, 1023,
+     "Snowflake node id 0..1023, or auto: lease a free one in the database (an id held by a "
+     "live node is refused)"},
     {"processor", OPT_STRING, FIELD(processor), "builtin", 0, 0,
      "card processor: builtin (the simulator) or http://HOST:PORT"},
     {"rate-limiting", OPT_BOOL, FIELD(rate_limiting), "true", 0, 0,
@@ -82,12 +90,19 @@ static int set_option(payd_config *cfg, const config_option *o, const char *valu
         }
         strcpy(field, value);
         return 0;
+    case OPT_INT_OR_AUTO:
+        if (!strcmp(value, "auto")) {
+            *(int64_t *)field = -1;
+            return 0;
+        }
+        /* fall through */
     case OPT_INT: {
         char *end;
         long long v = strtoll(value, &end, 10);
         if (!*value || *end || v < o->min || v > o->max) {
-            snprintf(err, errlen, "--%s: expected an integer in %lld..%lld, got '%s'", o->flag,
-                     (long long)o->min, (long long)o->max, value);
+            snprintf(err, errlen, "--%s: expected an integer in %lld..%lld%s, got '%s'", o->flag,
+                     (long long)o->min, (long long)o->max,
+                     o->type == OPT_INT_OR_AUTO ? " or auto" : "", value);
             return -1;
         }
         *(int64_t *)field = v;

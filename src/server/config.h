@@ -11,7 +11,7 @@
 typedef struct payd_config {
     char listen[128];
     char db[512];
-    int64_t node_id;
+    int64_t node_id; /* -1: auto (leased) */
     char processor[256];
     bool rate_limiting;
     rate_spec rate_limit;

@@ -122,6 +122,28 @@ static const char *const migrations[] = {
     "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, succeeded_amount,"
     "  refunded_amount) SELECT account_id, created_at / 3600000000 * 3600000000, COUNT(*),"
     "  SUM(amount), SUM(refunded_amount) FROM payments WHERE status <> 'failed' GROUP BY 1, 2;",
+    /* 5: fencing and node leases (docs/idempotency.md, docs/concurrency.md).
+     * fence: the token of the key's current holder, grown by every claim and takeover; every
+     * later write for the key names it. generation: fixed for one logical operation (its
+     * first claim's time), part of the processor key. A released key keeps its row (state
+     * 'released') so a re-claim keeps the generation. */
+    "ALTER TABLE idempotency_keys ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE idempotency_keys ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;"
+    "UPDATE idempotency_keys SET fence = claimed_at, generation = claimed_at;"
+    /* keys open across the upgrade keep the processor key they were given before it (a
+     * negative generation says so), so their resumption finds the charge they made */
+    "UPDATE idempotency_keys SET generation = -claimed_at WHERE state IN ('started', 'in_doubt');"
+    /* charges their own request could not record, waiting for the recoverer to void them by
+     * their processor key unless the key's current holder records the same charge */
+    "CREATE TABLE charge_voids ("
+    "  processor_key TEXT PRIMARY KEY, user_id BIGINT NOT NULL, idem_key TEXT NOT NULL,"
+    "  fingerprint TEXT NOT NULL, generation BIGINT NOT NULL, account_id BIGINT NOT NULL,"
+    "  charge_id TEXT NOT NULL,"
+    "  amount BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+    /* snowflake node ids leased by live processes (PostgreSQL), renewed by a heartbeat */
+    "CREATE TABLE node_leases ("
+    "  node_id INTEGER PRIMARY KEY, holder TEXT NOT NULL, acquired_at BIGINT NOT NULL,"
+    "  expires_at BIGINT NOT NULL);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
@@ -145,13 +167,20 @@ static char *dialect(const char *sql, db_kind kind)
 
 int store_migrate(db_conn *c, char *err, size_t errlen)
 {
+    /* Nodes migrating at once take turns, and the turn is taken before any DDL: two
+     * CREATE TABLE IF NOT EXISTS racing on an empty database can both fail on PostgreSQL. */
+    if (db_kind_of(c) == DB_POSTGRES &&
+        db_exec_script(c, "SELECT pg_advisory_lock(7340001)") != DB_DONE) {
+        snprintf(err, errlen, "migrate: cannot take the migration lock: %s", db_last_error(c));
+        return -1;
+    }
     if (db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                           "version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)") != DB_DONE) {
         snprintf(err, errlen, "migrate: %s", db_last_error(c));
+        if (db_kind_of(c) == DB_POSTGRES)
+            db_exec_script(c, "SELECT pg_advisory_unlock(7340001)");
         return -1;
     }
-    if (db_kind_of(c) == DB_POSTGRES) /* nodes migrating at once take turns */
-        db_exec_script(c, "SELECT pg_advisory_lock(7340001)");
     /* Every version the database has not recorded runs, in order (as Rails does), so a version
      * missing below the newest one applied is still applied. */
     bool applied[MIGRATION_COUNT + 1] = {false};

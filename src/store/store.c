@@ -65,6 +65,31 @@ db_kind store_kind(const store *s)
 }
 
 /* The smallest b with n <= 2^b (see store_stats). */
+static store_faults faults;
+
+void store_set_faults(const store_faults *f)
+{
+    faults = f ? *f : (store_faults){0};
+}
+
+/* Runs one job, unless a fault says this one fails as a database error would. */
+static int run_job(db_conn *db, write_job_fn fn, void *ctx)
+{
+    if (faults.fail_job && faults.fail_job())
+        return DB_ERROR;
+    return fn(db, ctx);
+}
+
+static db_status commit(db_conn *db)
+{
+    if (faults.at_commit)
+        faults.at_commit(false);
+    db_status rc = db_exec(db, "COMMIT", "");
+    if (faults.at_commit && rc == DB_DONE)
+        faults.at_commit(true);
+    return rc;
+}
+
 static int batch_bucket(int n)
 {
     int b = 0;
@@ -82,7 +107,7 @@ static void run_batch(store *s, write_job **jobs, int n)
     for (int i = 0; i < n && ok; i++) {
         if (n > 1)
             db_exec(db, "SAVEPOINT job", "");
-        jobs[i]->result = jobs[i]->fn(db, jobs[i]->ctx);
+        jobs[i]->result = run_job(db, jobs[i]->fn, jobs[i]->ctx);
         if (n > 1) {
             if (jobs[i]->result != 0)
                 db_exec(db, "ROLLBACK TO job", "");
@@ -92,7 +117,7 @@ static void run_batch(store *s, write_job **jobs, int n)
             goto finished;
         }
     }
-    if (!ok || db_exec(db, "COMMIT", "") != DB_DONE) {
+    if (!ok || commit(db) != DB_DONE) {
         fprintf(stderr, "{\"level\":\"error\",\"msg\":\"batch commit failed\",\"error\":\"%s\"}\n",
                 db_last_error(db));
         db_exec(db, "ROLLBACK", "");
@@ -230,9 +255,9 @@ static int pg_write(store *s, write_job_fn fn, void *ctx)
         }
         if (db_exec(db, "BEGIN", "") != DB_DONE)
             break;
-        result = fn(db, ctx);
+        result = run_job(db, fn, ctx);
         if (result == 0) {
-            db_status rc = db_exec(db, "COMMIT", "");
+            db_status rc = commit(db);
             if (rc == DB_DONE)
                 break;
             result = rc == DB_BUSY ? DB_BUSY : STORE_FAILED;
@@ -270,6 +295,37 @@ int store_write(store *s, write_job_fn fn, void *ctx)
     while (sem_wait(job.done) != 0) {
     }
     return job.result;
+}
+
+write_result write_result_of(int job_rc)
+{
+    switch (job_rc) {
+    case 0:
+        return WRITE_OK;
+    case WRITE_REFUSED:
+    case WRITE_FENCED:
+    case WRITE_CONFLICT:
+    case WRITE_RETRY:
+    case WRITE_FAILED:
+        return (write_result)job_rc;
+    case DB_CONSTRAINT:
+        return WRITE_CONFLICT;
+    case DB_BUSY:
+        return WRITE_RETRY;
+    default: /* DB_ERROR, STORE_FAILED, anything unknown: assume the worst */
+        return WRITE_FAILED;
+    }
+}
+
+const char *write_result_name(write_result r)
+{
+    static const char *const names[] = {"ok", "refused", "fenced", "conflict", "retry", "failed"};
+    return r >= WRITE_OK && r <= WRITE_FAILED ? names[r] : "failed";
+}
+
+write_result store_run(store *s, write_job_fn fn, void *ctx)
+{
+    return write_result_of(store_write(s, fn, ctx));
 }
 
 int64_t store_queue_depth(store *s)

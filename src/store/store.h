@@ -20,6 +20,21 @@ typedef int (*write_job_fn)(db_conn *db, void *ctx);
 
 #define STORE_FAILED (-1000) /* the transaction could not commit: nothing of the job was kept */
 
+/* What a write job came to. A job returns 0, a db_status it met, or one of the positive codes
+ * below; write_result_of() is the one place that says what each means, so no caller has to
+ * guess whether a bare -1 was a constraint or a lost connection. */
+typedef enum write_result {
+    WRITE_OK = 0,       /* committed */
+    WRITE_REFUSED = 1,  /* the job set a refusal as the answer and undid its own writes */
+    WRITE_FENCED = 2,   /* the idempotency key belongs to a newer holder: nothing was kept */
+    WRITE_CONFLICT = 3, /* a unique (or check) constraint refused a row: nothing was kept */
+    WRITE_RETRY = 4,    /* lock or serialization failures outlasted the store's own retries */
+    WRITE_FAILED = 5,   /* a database error or a failed commit: nothing of the job was kept */
+} write_result;
+
+write_result write_result_of(int job_rc);
+const char *write_result_name(write_result r);
+
 typedef struct store_options {
     const char *url;
     int max_batch;    /* jobs per transaction; 1 = one transaction per job (the naive way) */
@@ -43,8 +58,19 @@ db_kind store_kind(const store *s);
 /* Queues fn, blocks until its transaction committed (or failed), returns fn's result, or
  * STORE_FAILED when the commit failed. */
 int store_write(store *s, write_job_fn fn, void *ctx);
+/* The same, named: write_result_of(store_write(...)). */
+write_result store_run(store *s, write_job_fn fn, void *ctx);
 int64_t store_queue_depth(store *s);
 void store_get_stats(store *s, store_stats *out);
+
+/* Fault injection (tests): fail_job is asked before each job runs and a true answer fails it
+ * as a database error would; at_commit is called just before (false) and after (true) each
+ * commit. Set once at start; NULL for none. */
+typedef struct store_faults {
+    bool (*fail_job)(void);
+    void (*at_commit)(bool committed);
+} store_faults;
+void store_set_faults(const store_faults *f);
 
 /* This thread's read connection (opened on first use, closed by store_close). */
 db_conn *store_reader(store *s);

@@ -259,6 +259,28 @@ static void test_clock_goes_back(void **state)
     assert_int_equal(id_decode(id).sequence, 0);
 }
 
+/* A leased node id: ids only before the lease's bound, again once a renewal moves it. */
+static void test_lease_bound(void **state)
+{
+    fake_clock clk = {T0};
+    id_generator g;
+    assert_int_equal(id_generator_init(&g, 0, fake_now, &clk), 0);
+    id_generator_set_node(&g, 42);
+    id_generator_set_lease_until(&g, T0 + 10);
+    uint64_t id, prev;
+    assert_int_equal(id_next(&g, &prev), 0);
+    assert_int_equal(id_decode(prev).node_id, 42);
+    clk.ms = T0 + 9;
+    assert_int_equal(id_next(&g, &id), 0);
+    clk.ms = T0 + 10;
+    assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
+    clk.ms = T0 + 5000;
+    assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
+    id_generator_set_lease_until(&g, T0 + 20000);
+    assert_int_equal(id_next(&g, &id), 0);
+    assert_true(id > prev);
+}
+
 static void test_sequence_exhaustion(void **state)
 {
     fake_clock clk = {T0};
@@ -342,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_threads_distinct),
         cmocka_unit_test(test_clock_goes_back),
         cmocka_unit_test(test_sequence_exhaustion),
+        cmocka_unit_test(test_lease_bound),
         cmocka_unit_test(test_borrowing_is_bounded),
         cmocka_unit_test(test_clock_outside_range),
     };

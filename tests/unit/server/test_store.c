@@ -107,6 +107,21 @@ static void test_group_commit_isolates_failed_jobs(void **state)
     run(64, true);
 }
 
+/* The one mapping from what a job returned to what it came to: a constraint is a conflict,
+ * never a failure, and a failure is never a conflict. */
+static void test_write_result_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(write_result_of(0), WRITE_OK);
+    assert_int_equal(write_result_of(DB_CONSTRAINT), WRITE_CONFLICT);
+    assert_int_equal(write_result_of(DB_BUSY), WRITE_RETRY);
+    assert_int_equal(write_result_of(DB_ERROR), WRITE_FAILED);
+    assert_int_equal(write_result_of(STORE_FAILED), WRITE_FAILED);
+    assert_int_equal(write_result_of(WRITE_REFUSED), WRITE_REFUSED);
+    assert_int_equal(write_result_of(WRITE_FENCED), WRITE_FENCED);
+    assert_int_equal(write_result_of(12345), WRITE_FAILED);
+}
+
 static void test_one_transaction_per_job(void **state)
 {
     run(1, false);
@@ -117,6 +132,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_commit_isolates_failed_jobs),
         cmocka_unit_test(test_one_transaction_per_job),
+        cmocka_unit_test(test_write_result_mapping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
