@@ -44,6 +44,8 @@ typedef struct request {
     char request_id[REQUEST_ID_MAX];
     int64_t start_ns;
     int state;
+    bool headers_seen;       /* the access handler has been called for this request */
+    bool admitted;           /* route, edge checks, auth and rate limit have run */
     struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
 
     /* the response */

@@ -66,9 +66,22 @@ static request_series *find_series(metrics *m, const char *route, const char *me
     return NULL;
 }
 
+/* A closed set of method labels, so no client can add series by inventing methods. */
+static const char *method_label(const char *method)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    for (size_t i = 0; method && i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(method, known[i]))
+            return known[i];
+    return "other";
+}
+
 void metrics_observe_request(metrics *m, const char *route, const char *method, int status,
                              double duration_ms)
 {
+    method = method_label(method);
+    if (!route)
+        route = "unmatched";
     request_series *s = find_series(m, route, method, status);
     if (!s) {
         pthread_mutex_lock(&m->grow);
@@ -153,16 +166,32 @@ __attribute__((format(printf, 2, 3))) static void put(text *t, const char *fmt, 
     }
 }
 
+/* A label value in the exposition format's escaping: backslash, double quote and newline. */
+static void put_label_value(text *t, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            put(t, "\\%c", *v);
+        else if (*v == '\n')
+            put(t, "\\n");
+        else
+            put(t, "%c", *v);
+    }
+}
+
 char *metrics_render(metrics *m, app *a)
 {
     text t = {.buf = malloc(8192), .cap = 8192};
     put(&t, "# HELP payd_http_requests_total HTTP requests by route pattern, method and status.\n"
             "# TYPE payd_http_requests_total counter\n");
     int n = atomic_load(&m->series_count);
-    for (int i = 0; i < n; i++)
-        put(&t, "payd_http_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %lld\n",
-            m->series[i].route, m->series[i].method, m->series[i].status,
-            atomic_load(&m->series[i].count));
+    for (int i = 0; i < n; i++) {
+        put(&t, "payd_http_requests_total{route=\"");
+        put_label_value(&t, m->series[i].route);
+        put(&t, "\",method=\"");
+        put_label_value(&t, m->series[i].method);
+        put(&t, "\",status=\"%d\"} %lld\n", m->series[i].status, atomic_load(&m->series[i].count));
+    }
 
     put(&t, "# HELP payd_http_request_duration_seconds Request latency.\n"
             "# TYPE payd_http_request_duration_seconds histogram\n");

@@ -166,8 +166,20 @@ db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
 {
     if (starts_with(url, "postgres://") || starts_with(url, "postgresql://"))
         return pg_open(url, err, errlen);
+    const char *scheme_end = strstr(url, "://");
+    if (scheme_end) {
+        snprintf(err, errlen,
+                 "--db: unsupported database '%.*s://'; use a file path, sqlite:PATH or "
+                 "postgres://...",
+                 (int)(scheme_end - url < 32 ? scheme_end - url : 32), url);
+        return NULL;
+    }
     if (starts_with(url, "sqlite:"))
         url += strlen("sqlite:");
+    if (!*url) { /* SQLite would open a temporary database that vanishes on exit */
+        snprintf(err, errlen, "--db: the SQLite path is empty");
+        return NULL;
+    }
     return lite_open(url, read_only, err, errlen);
 }
 
