@@ -5,6 +5,13 @@
 
 #include "core/timefmt.h"
 
+static _Thread_local const char *current_request_id;
+
+void log_set_request_id(const char *request_id)
+{
+    current_request_id = request_id;
+}
+
 void log_begin(jsonw *w, const char *level, const char *msg)
 {
     char when[32];
@@ -17,6 +24,10 @@ void log_begin(jsonw *w, const char *level, const char *msg)
     jw_string(w, level);
     jw_key(w, "msg");
     jw_string(w, msg);
+    if (current_request_id) {
+        jw_key(w, "request_id");
+        jw_string(w, current_request_id);
+    }
 }
 
 void log_end(jsonw *w)

@@ -10,9 +10,14 @@
  */
 #include "core/jsonw.h"
 
+/* Starts a line: time, level, msg, and the request id of the request this thread is serving,
+ * if any (see log_set_request_id). */
 void log_begin(jsonw *w, const char *level, const char *msg);
 /* Closes the object and writes the line with one write(2), so lines from threads never mix. */
 void log_end(jsonw *w);
+/* The request this thread now serves (NULL: none): every line it logs names the request, so a
+ * failure deep in the store or the processor client is tied to the request that met it. */
+void log_set_request_id(const char *request_id);
 /* A line with only a message. */
 void log_msg(const char *level, const char *msg);
 

@@ -33,6 +33,7 @@ typedef struct request {
     struct MHD_Connection *conn; /* NULL for requests replayed by the recoverer */
     arena arena;
     const char *method, *path;
+    size_t uri_len; /* the request target as sent, query included */
     const struct route *route;
     const char *params[MAX_PATH_PARAMS];
     char *body;
@@ -52,7 +53,8 @@ typedef struct request {
     int status;
     char *resp_body;
     size_t resp_len;
-    payd_error error;   /* ERR_NONE for a success */
+    payd_error error;         /* ERR_NONE for a success */
+    const char *error_detail; /* the problem's detail, for the failure log */
     bool resp_recorded; /* the idempotency engine stored this response in the handler's commit */
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;

@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <openssl/rand.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,11 +151,32 @@ static bool authenticate(request *req)
     return req->authenticated;
 }
 
+/* Every answer of 500 or more leaves one line naming the request, the route and the cause (a
+ * processor that did not answer, a write job that could not commit, ...). */
+static void log_failed_request(request *req)
+{
+    jsonw w;
+    log_begin(&w, "error", "request failed");
+    jw_key(&w, "route");
+    jw_string(&w, req->route->name);
+    jw_key(&w, "status");
+    jw_int(&w, req->status);
+    jw_key(&w, "code");
+    jw_string(&w, problem_lookup(req->error)->code);
+    jw_key(&w, "detail");
+    jw_string(&w, req->error_detail);
+    log_end(&w);
+}
+
 void run_handler(request *req)
 {
+    log_set_request_id(req->request_id);
     req->route->handler(req);
     if (req->idem)
         idem_finish(req);
+    if (req->status >= 500)
+        log_failed_request(req);
+    log_set_request_id(NULL);
 }
 
 /* On a worker thread: claim the key if needed, run the handler, wake the connection. */
@@ -363,8 +385,27 @@ static request *request_new(app *a, struct MHD_Connection *conn)
  * headers too large) still gets its access-log line with the status the library sent. */
 static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)uri;
-    return request_new(cls, conn);
+    request *req = request_new(cls, conn);
+    req->uri_len = strlen(uri);
+    return req;
+}
+
+/* The limits of --max-header-bytes, answered as problem+json. libmicrohttpd's pool is sized
+ * above them (for the query arguments), so it only refuses what is far past them. */
+static bool size_limits_or_reply(request *req)
+{
+    int64_t max = req->app->cfg.max_header_bytes;
+    if ((int64_t)req->uri_len > max) {
+        reply_error(req, ERR_URI_TOO_LONG, "the request target exceeds --max-header-bytes");
+        return false;
+    }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (info && (int64_t)info->header_size > max) {
+        reply_error(req, ERR_HEADERS_TOO_LARGE, "the request headers exceed --max-header-bytes");
+        return false;
+    }
+    return true;
 }
 
 /* Answers at once and closes: for requests whose body must not be read (or trusted). */
@@ -403,6 +444,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             reply_error(req, ERR_OVERLOADED, "too many open connections");
             return answer_and_close(req);
         }
+        if (!size_limits_or_reply(req))
+            return answer_and_close(req);
         field_list *headers = arena_alloc(&req->arena, sizeof *headers);
         MHD_get_connection_values_n(conn, MHD_HEADER_KIND, collect_field, headers);
         if (edge_framing_conflict(headers->items, headers->n)) {
@@ -589,6 +632,35 @@ static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t e
     return fd;
 }
 
+/* libmicrohttpd's own messages, as log lines. Its refusals (505, a malformed request line, 414,
+ * 431, 413 and framing errors) are answered with its fixed HTML bodies, and some come before the
+ * request line is read, so no request object and no access line exist for them: this line, with
+ * the status it sent, is their record. */
+static void on_library_message(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char text[512];
+    vsnprintf(text, sizeof text, fmt, ap);
+    text[strcspn(text, "\r\n")] = '\0';
+    char *html = strstr(text, " ('<html>");
+    if (html) /* the body it sent adds nothing to the status */
+        *html = '\0';
+    char *code = strstr(text, "HTTP response code is ");
+    int status = code ? atoi(code + strlen("HTTP response code is ")) : 0;
+    char *paren = strstr(text, " (HTTP response code");
+    if (paren)
+        *paren = '\0';
+    jsonw w;
+    log_begin(&w, "warn", status ? "refused by the HTTP library" : "HTTP library");
+    if (status) {
+        jw_key(&w, "status");
+        jw_int(&w, status);
+    }
+    jw_key(&w, "detail");
+    jw_string(&w, text);
+    log_end(&w);
+}
+
 int http_server_start(app *a, char *err, size_t errlen)
 {
     int listener = open_listener(a->cfg.listen, sizeof a->cfg.listen, err, errlen);
@@ -609,11 +681,12 @@ int http_server_start(app *a, char *err, size_t errlen)
      * stalls on a long query instead of answering. Large pools are mapped lazily. */
     size_t pool = (size_t)a->cfg.max_header_bytes * 2 + (size_t)a->cfg.max_header_bytes / 2 * 64;
     a->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, 0, NULL, NULL,
-        on_access, a, MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_URI_LOG_CALLBACK,
-        on_request_line, a, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, NULL,
+        MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        a, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, a, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)((a->cfg.idle_timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
         library_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
     if (!a->daemon) {
