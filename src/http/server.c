@@ -94,49 +94,16 @@ static void access_log(request *req, double duration_ms)
 
 /* ---- the pipeline ---- */
 
-static bool json_content_type(const char *ct)
-{
-    if (!ct)
-        return false;
-    while (*ct == ' ')
-        ct++;
-    size_t n = strlen("application/json");
-    return !strncasecmp(ct, "application/json", n) &&
-           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
-}
-
 /* 413, 415 and invalid_json, in that order; on success req->json holds the object. */
 static bool parse_body_or_reply(request *req)
 {
-    if (req->body_too_large) {
-        reply_error(req, ERR_PAYLOAD_TOO_LARGE, "the request body exceeds 64 KiB");
-        return false;
-    }
-    const char *ct = request_header(req, "Content-Type");
-    if (req->body_len == 0 && !ct) {
-        req->json = json_object(); /* no body at all: an empty object, as for optional fields */
+    edge_verdict v;
+    char detail[256];
+    if (edge_parse_body(request_header(req, "Content-Type"), req->body, req->body_len,
+                        req->body_too_large, &req->json, &v, detail, sizeof detail))
         return true;
-    }
-    if (!json_content_type(ct)) {
-        reply_error(req, ERR_UNSUPPORTED_MEDIA_TYPE,
-                    "send the body as Content-Type: application/json");
-        return false;
-    }
-    json_error_t jerr;
-    req->json =
-        json_loadb(req->body ? req->body : "", req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!req->json) {
-        char detail[256];
-        snprintf(detail, sizeof detail, "malformed JSON at line %d column %d: %s", jerr.line,
-                 jerr.column, jerr.text);
-        reply_error(req, ERR_INVALID_JSON, detail);
-        return false;
-    }
-    if (!json_is_object(req->json)) {
-        reply_error(req, ERR_INVALID_JSON, "the body must be a JSON object");
-        return false;
-    }
-    return true;
+    reply_error(req, v.err, detail);
+    return false;
 }
 
 static bool authenticate(request *req)

@@ -92,3 +92,53 @@ bool edge_check_query(const http_field *q, size_t n, const char *const *accepted
     }
     return true;
 }
+
+static bool json_content_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    return !strncasecmp(ct, "application/json", n) &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+bool edge_parse_body(const char *content_type, const char *body, size_t len, bool too_large,
+                     json_t **out, edge_verdict *v, char *detail, size_t detail_len)
+{
+    *out = NULL;
+    v->err = ERR_NONE;
+    v->param[0] = '\0';
+    v->detail = detail;
+    if (too_large) {
+        v->err = ERR_PAYLOAD_TOO_LARGE;
+        snprintf(detail, detail_len, "the request body exceeds 64 KiB");
+        return false;
+    }
+    if (len == 0 && !content_type) {
+        *out = json_object(); /* no body at all: an empty object, as for optional fields */
+        return true;
+    }
+    if (!json_content_type(content_type)) {
+        v->err = ERR_UNSUPPORTED_MEDIA_TYPE;
+        snprintf(detail, detail_len, "send the body as Content-Type: application/json");
+        return false;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j) {
+        v->err = ERR_INVALID_JSON;
+        snprintf(detail, detail_len, "malformed JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return false;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        v->err = ERR_INVALID_JSON;
+        snprintf(detail, detail_len, "the body must be a JSON object");
+        return false;
+    }
+    *out = j;
+    return true;
+}

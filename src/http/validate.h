@@ -4,6 +4,7 @@
  * framing, singleton headers, control bytes, and the route's declared query parameters.
  * Pure functions over (name, length, value, length) pairs, so the fuzzer drives them without a
  * socket and the lengths keep embedded NUL bytes visible (C strings would cut at them). */
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,5 +32,10 @@ bool edge_framing_conflict(const http_field *headers, size_t n);
  * no control byte in a name or value. */
 bool edge_check_query(const http_field *query, size_t n, const char *const *accepted,
                       edge_verdict *v);
+/* A POST/PUT/PATCH body (§1): 413 when it was too large, 415 unless Content-Type is JSON, 400
+ * invalid_json unless it is one JSON object. No body and no Content-Type is an empty object. On
+ * success *out holds the object (the caller owns it). The detail is written into detail. */
+bool edge_parse_body(const char *content_type, const char *body, size_t len, bool too_large,
+                     json_t **out, edge_verdict *v, char *detail, size_t detail_len);
 
 #endif
