@@ -33,7 +33,8 @@ typedef struct request {
     struct MHD_Connection *conn; /* NULL for requests replayed by the recoverer */
     arena arena;
     const char *method, *path;
-    size_t uri_len; /* the request target as sent, query included */
+    size_t uri_len;     /* the request target as sent, query included */
+    bool too_many_args; /* more query arguments than the edge reads */
     const struct route *route;
     const char *params[MAX_PATH_PARAMS];
     char *body;

@@ -159,7 +159,8 @@ static void run_waiting_request(void *item)
 
 /* ---- the edge: checks every request passes before any handler, claim or rate limit ---- */
 
-#define MAX_FIELDS 256
+#define MAX_FIELDS     256
+#define MAX_QUERY_ARGS 128 /* far above what any route takes; see on_request_line */
 
 typedef struct field_list {
     http_field items[MAX_FIELDS];
@@ -210,9 +211,7 @@ static void reply_verdict(request *req, const edge_verdict *v)
 static bool edge_checks_or_reply(request *req)
 {
     app *a = req->app;
-    field_list *l = arena_alloc(&req->arena, sizeof *l);
-    l->n = 0;
-    l->overflow = false;
+    field_list fields = {.n = 0}, *l = &fields;
     MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, collect_field, l);
     mark_values_cut_at_nul(l);
     if (l->overflow || l->n > (size_t)a->cfg.max_headers) {
@@ -354,6 +353,18 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 {
     request *req = request_new(cls, conn);
     req->uri_len = strlen(uri);
+    char *query = strchr(uri, '?');
+    size_t args = query ? 1 : 0;
+    for (const char *p = query; p && *p; p++)
+        args += *p == '&';
+    if (args > MAX_QUERY_ARGS) {
+        /* libmicrohttpd 0.9.75 parses the arguments right after this callback, one entry of
+         * its connection pool each; when the pool runs out it stalls without answering. The
+         * target is still the library's own buffer here: ending it at '?' leaves it nothing to
+         * parse, and the request is refused with 414 once its headers are in. */
+        req->too_many_args = true;
+        query[1] = '\0';
+    }
     return req;
 }
 
@@ -362,6 +373,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 static bool size_limits_or_reply(request *req)
 {
     int64_t max = req->app->cfg.max_header_bytes;
+    if (req->too_many_args) {
+        reply_error(req, ERR_URI_TOO_LONG, "too many query parameters");
+        return false;
+    }
     if ((int64_t)req->uri_len > max) {
         reply_error(req, ERR_URI_TOO_LONG, "the request target exceeds --max-header-bytes");
         return false;
@@ -413,9 +428,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         if (!size_limits_or_reply(req))
             return answer_and_close(req);
-        field_list *headers = arena_alloc(&req->arena, sizeof *headers);
-        MHD_get_connection_values_n(conn, MHD_HEADER_KIND, collect_field, headers);
-        if (edge_framing_conflict(headers->items, headers->n)) {
+        field_list headers = {.n = 0};
+        MHD_get_connection_values_n(conn, MHD_HEADER_KIND, collect_field, &headers);
+        if (edge_framing_conflict(headers.items, headers.n)) {
             /* RFC 9112 §6.1: the bytes after the headers could be read two ways; read neither */
             reply_error(req, ERR_BAD_FRAMING,
                         "Transfer-Encoding and Content-Length together are refused");
@@ -643,10 +658,11 @@ int http_server_start(app *a, char *err, size_t errlen)
     /* libmicrohttpd stops accepting at its own limit, which leaves clients in the kernel queue;
      * its limit sits above ours so the connections past ours are accepted and answered 503. */
     unsigned library_limit = (unsigned)(a->cfg.max_connections + 64 + a->cfg.max_connections / 4);
-    /* The per-connection pool holds the request line, the headers and one entry (~56 bytes)
-     * per query argument; sized for the most arguments a maximal URL can hold, or the library
-     * stalls on a long query instead of answering. Large pools are mapped lazily. */
-    size_t pool = (size_t)a->cfg.max_header_bytes * 2 + (size_t)a->cfg.max_header_bytes / 2 * 64;
+    /* The per-connection pool holds the read buffer, the headers and the query arguments. Its
+     * size is paid on every request (the library clears it between requests on a connection:
+     * a pool 16 times larger cut keep-alive throughput to a quarter), so it stays small and
+     * payd enforces its own limits (size_limits_or_reply, MAX_QUERY_ARGS). */
+    size_t pool = (size_t)a->cfg.max_header_bytes * 2;
     a->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
             MHD_USE_ERROR_LOG,
