@@ -4,7 +4,7 @@
 set -euo pipefail
 build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
        libcurl4-openssl-dev libpq-dev)
-test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev)
+test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev prometheus)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;

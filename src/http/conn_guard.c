@@ -181,9 +181,10 @@ void conn_guard_headers_done(conn_guard *g, guarded_conn *c, const char *request
     if (!c)
         return;
     snprintf(c->request_id, sizeof c->request_id, "%s", request_id);
-    atomic_store(&c->phase, PHASE_BODY);
+    /* the new deadline first: the watchdog must never see the body phase with the old one */
     atomic_store(&c->deadline_ns,
                  earlier(monotonic_ns() + g->body_ns, c->request_start_ns + g->request_ns));
+    atomic_store(&c->phase, PHASE_BODY);
 }
 
 bool conn_guard_body_done(guarded_conn *c)

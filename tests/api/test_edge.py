@@ -216,10 +216,11 @@ def test_hostile_methods_keep_metrics_valid_and_log_lines_whole(fresh_server):
     series = [l for l in text.splitlines() if l.startswith("payd_http_requests_total{")]
     assert {l.split('method="')[1].split('"')[0] for l in series} <= \
         {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
-    if shutil.which("promtool"):
-        check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
-                               capture_output=True, timeout=60)
-        assert check.returncode == 0, check.stdout + check.stderr
+    # promtool comes from Debian's prometheus package (scripts/install-deps.sh test)
+    assert shutil.which("promtool"), "promtool is missing: scripts/install-deps.sh test"
+    check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                           capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
     lines = [l for l in log_lines(s) if l.get("msg") == "request"]
     logged = {l["method"] for l in lines}
     assert 'A"B' in logged and "X\\Y" in logged and "M" * 2000 in logged
