@@ -368,8 +368,8 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     return req;
 }
 
-/* The limits of --max-header-bytes, answered as problem+json. libmicrohttpd's pool is sized
- * above them (for the query arguments), so it only refuses what is far past them. */
+/* The limits of --max-header-bytes, answered as problem+json. libmicrohttpd's pool is twice
+ * that size, so only a request that does not fit the pool gets the library's own HTML 414/431. */
 static bool size_limits_or_reply(request *req)
 {
     int64_t max = req->app->cfg.max_header_bytes;
