@@ -211,7 +211,13 @@ def test_hostile_methods_keep_metrics_valid_and_log_lines_whole(fresh_server):
     for m in methods:
         exchange(s, m + b" /v1/payments HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert user.pay(acct).status == 201
-    text = s.request("GET", "/metrics").raw.decode()
+    # a request is counted when it completes, just after its answer is sent
+    deadline = time.time() + 5
+    while True:
+        text = s.request("GET", "/metrics").raw.decode()
+        if 'route="/v1/payments",method="POST",status="201"} 1' in text or time.time() > deadline:
+            break
+        time.sleep(0.05)
     assert 'route="/v1/payments",method="POST",status="201"} 1' in text, text[:2000]
     series = [l for l in text.splitlines() if l.startswith("payd_http_requests_total{")]
     assert {l.split('method="')[1].split('"')[0] for l in series} <= \
