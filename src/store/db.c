@@ -166,8 +166,9 @@ db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
 {
     if (starts_with(url, "postgres://") || starts_with(url, "postgresql://"))
         return pg_open(url, err, errlen);
+    /* any other scheme is a mistake to report, not a file name (file: is SQLite's URI form) */
     const char *scheme_end = strstr(url, "://");
-    if (scheme_end) {
+    if (scheme_end && !starts_with(url, "file:")) {
         snprintf(err, errlen,
                  "--db: unsupported database '%.*s://'; use a file path, sqlite:PATH or "
                  "postgres://...",
