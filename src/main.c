@@ -9,6 +9,7 @@
 #include "api/api_keys.h"
 #include "api/common.h"
 #include "core/ids.h"
+#include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
 #include "http/server.h"
@@ -458,14 +459,23 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     idem_recovery_start(&a);
-    fprintf(stderr,
-            "{\"level\":\"info\",\"msg\":\"payd serving\",\"listen\":\"%s\",\"db\":\"%s\","
-            "\"group_commit\":%s,\"node_id\":%d}\n",
-            a.cfg.listen, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres",
-            a.cfg.group_commit ? "true" : "false", lease_node_id(lease));
+    jsonw line;
+    log_begin(&line, "info", "payd serving");
+    jw_key(&line, "listen"); /* the real address: port 0 has been replaced by the one picked */
+    jw_string(&line, a.cfg.listen);
+    jw_key(&line, "db");
+    jw_string(&line, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres");
+    jw_key(&line, "group_commit");
+    jw_bool(&line, a.cfg.group_commit);
+    jw_key(&line, "node_id");
+    jw_int(&line, lease_node_id(lease));
+    log_end(&line);
 
     int sig = stop_signals_wait(&stop_signals);
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
+    log_begin(&line, "info", "shutting down");
+    jw_key(&line, "signal");
+    jw_int(&line, sig);
+    log_end(&line);
     http_server_stop(&a);
     idem_recovery_stop();
     lease_release(lease);
@@ -474,7 +484,7 @@ static int cmd_serve(int argc, char **argv)
     auth_cache_free(a.auth);
     metrics_free(a.metrics);
     gcra_table_free(a.limiter);
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
+    log_msg("info", "stopped");
     return 0;
 }
 

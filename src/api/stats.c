@@ -58,48 +58,6 @@ db_status stats_add_payments(db_conn *db, uint64_t account_id, int64_t gte, int6
 
 /* ---- GET /v1/accounts/{id}/payments/stats ---- */
 
-static const char *const stats_params[] = {"interval", "created_gte", "created_lt", NULL};
-
-typedef struct param_check {
-    const char *unknown, *repeated;
-    int seen[3];
-} param_check;
-
-static enum MHD_Result check_param(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-    param_check *c = cls;
-    for (int i = 0; stats_params[i]; i++)
-        if (!strcmp(key, stats_params[i])) {
-            if (++c->seen[i] == 2 && !c->repeated)
-                c->repeated = stats_params[i];
-            return MHD_YES;
-        }
-    if (!c->unknown)
-        c->unknown = key;
-    return MHD_YES;
-}
-
-/* §1: a query parameter the route does not define, or one given twice, is refused. */
-static bool params_or_reply(request *req)
-{
-    param_check c = {0};
-    if (req->conn)
-        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, check_param, &c);
-    char detail[160];
-    if (c.unknown) {
-        snprintf(detail, sizeof detail, "'%.100s' is not a parameter of this request", c.unknown);
-        reply_invalid_param(req, ERR_UNKNOWN_PARAMETER, c.unknown, detail);
-        return false;
-    }
-    if (c.repeated) {
-        snprintf(detail, sizeof detail, "'%s' is given more than once", c.repeated);
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, c.repeated, detail);
-        return false;
-    }
-    return true;
-}
-
 /* A bound is optional; when given it must be an RFC 3339 time on a bucket boundary (a UTC hour,
  * or a UTC midnight for days), since the rollup cannot split a bucket. */
 static bool bound_or_reply(request *req, const char *name, int64_t width, const char *unit,
@@ -150,8 +108,6 @@ void payments_stats(request *req)
         reply_error(req, ERR_RESOURCE_MISSING, "no such account");
         return;
     }
-    if (!params_or_reply(req))
-        return;
     const char *interval = request_query(req, "interval");
     if (!interval)
         interval = "day";

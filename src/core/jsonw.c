@@ -112,6 +112,33 @@ void jw_key(jsonw *w, const char *key)
     w->after_key = true;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates),
+ * or 0. */
+static size_t utf8_sequence_length(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 void jw_string(jsonw *w, const char *s)
 {
     if (!s) {
@@ -140,8 +167,20 @@ void jw_string(jsonw *w, const char *s)
                 o[5] = hex[c & 15];
                 o += 6;
             }
+        } else if (c < 0x80) {
+            *o++ = (char)c;
         } else {
-            *o++ = (char)c; /* UTF-8 passes through: it was validated when it came in */
+            /* Valid UTF-8 passes through; any other byte (a client's raw method, say) becomes
+             * U+FFFD, so the output is always valid JSON. */
+            size_t seq = utf8_sequence_length(p);
+            if (seq) {
+                memcpy(o, p, seq);
+                o += seq;
+                p += seq - 1;
+            } else {
+                memcpy(o, "\\ufffd", 6);
+                o += 6;
+            }
         }
     }
     *o++ = '"';

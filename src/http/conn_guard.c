@@ -1,18 +1,27 @@
 #include "http/conn_guard.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/jsonw.h"
 #include "core/timefmt.h"
+
+enum phase { PHASE_HEADERS, PHASE_BODY, PHASE_ANSWERING, PHASE_TIMED_OUT };
 
 struct guarded_conn {
     int fd;
-    atomic_llong deadline_ns; /* 0: headers complete, not watched */
+    bool over_limit;
+    atomic_int phase;
+    atomic_llong deadline_ns; /* 0: not watched */
+    int64_t request_start_ns;
+    char request_id[130];
     guarded_conn *prev, *next;
 };
 
@@ -20,10 +29,51 @@ struct conn_guard {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     guarded_conn *head;
-    int64_t timeout_ns;
+    int64_t header_ns, body_ns, request_ns;
+    int64_t max_connections;
+    atomic_llong open_connections;
     bool stopping;
     pthread_t thread;
 };
+
+static int64_t earlier(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The 408, written straight to the socket: libmicrohttpd is waiting for body bytes on this
+ * connection and writes nothing until they come, so the bytes cannot interleave with its own. */
+static void answer_timeout(guarded_conn *c)
+{
+    jsonw body;
+    jw_init(&body);
+    jw_object_begin(&body);
+    jw_key(&body, "type");
+    jw_string(&body, "about:blank");
+    jw_key(&body, "title");
+    jw_string(&body, "Request not received in time");
+    jw_key(&body, "status");
+    jw_int(&body, 408);
+    jw_key(&body, "detail");
+    jw_string(&body, "the request body did not arrive within the deadline");
+    jw_key(&body, "code");
+    jw_string(&body, "request_timeout");
+    jw_key(&body, "request_id");
+    jw_string(&body, c->request_id);
+    jw_object_end(&body);
+    size_t body_len;
+    char *json = jw_take(&body, &body_len);
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                     "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     c->request_id, body_len);
+    /* best effort on a non-blocking socket: a client that does not read loses the answer */
+    if (send(c->fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+        (void)send(c->fd, json, body_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    free(json);
+}
 
 static void *watchdog(void *arg)
 {
@@ -33,15 +83,21 @@ static void *watchdog(void *arg)
         int64_t now = monotonic_ns();
         for (guarded_conn *c = g->head; c; c = c->next) {
             int64_t d = atomic_load(&c->deadline_ns);
-            if (d && now > d) {
+            if (!d || now <= d)
+                continue;
+            atomic_store(&c->deadline_ns, 0);
+            int body = PHASE_BODY;
+            if (atomic_compare_exchange_strong(&c->phase, &body, PHASE_TIMED_OUT)) {
+                answer_timeout(c);
+                shutdown(c->fd, SHUT_RDWR);
+            } else if (atomic_load(&c->phase) == PHASE_HEADERS) {
                 /* the event loop sees the socket fail and closes the connection itself */
                 shutdown(c->fd, SHUT_RDWR);
-                atomic_store(&c->deadline_ns, 0);
             }
         }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 250 * 1000 * 1000;
+        until.tv_nsec += 100 * 1000 * 1000;
         if (until.tv_nsec >= 1000000000) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000;
@@ -52,12 +108,15 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
-conn_guard *conn_guard_start(int64_t header_timeout_ms)
+conn_guard *conn_guard_start(const conn_guard_limits *limits)
 {
     conn_guard *g = calloc(1, sizeof *g);
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->wake, NULL);
-    g->timeout_ns = header_timeout_ms * 1000000;
+    g->header_ns = limits->header_timeout_ms * 1000000;
+    g->body_ns = limits->body_timeout_ms * 1000000;
+    g->request_ns = limits->request_timeout_ms * 1000000;
+    g->max_connections = limits->max_connections;
     pthread_create(&g->thread, NULL, watchdog, g);
     return g;
 }
@@ -85,7 +144,8 @@ guarded_conn *conn_guard_open(conn_guard *g, int fd)
 {
     guarded_conn *c = calloc(1, sizeof *c);
     c->fd = fd;
-    atomic_store(&c->deadline_ns, monotonic_ns() + g->timeout_ns);
+    c->over_limit = atomic_fetch_add(&g->open_connections, 1) >= g->max_connections;
+    conn_guard_rearm(g, c);
     pthread_mutex_lock(&g->lock);
     c->next = g->head;
     if (g->head)
@@ -99,6 +159,7 @@ void conn_guard_close(conn_guard *g, guarded_conn *c)
 {
     if (!c)
         return;
+    atomic_fetch_sub(&g->open_connections, 1);
     pthread_mutex_lock(&g->lock);
     if (c->prev)
         c->prev->next = c->next;
@@ -110,14 +171,45 @@ void conn_guard_close(conn_guard *g, guarded_conn *c)
     free(c);
 }
 
-void conn_guard_headers_done(guarded_conn *c)
+bool conn_guard_over_limit(const guarded_conn *c)
 {
-    if (c)
+    return c && c->over_limit;
+}
+
+void conn_guard_headers_done(conn_guard *g, guarded_conn *c, const char *request_id)
+{
+    if (!c)
+        return;
+    snprintf(c->request_id, sizeof c->request_id, "%s", request_id);
+    /* the new deadline first: the watchdog must never see the body phase with the old one */
+    atomic_store(&c->deadline_ns,
+                 earlier(monotonic_ns() + g->body_ns, c->request_start_ns + g->request_ns));
+    atomic_store(&c->phase, PHASE_BODY);
+}
+
+bool conn_guard_body_done(guarded_conn *c)
+{
+    if (!c)
+        return true;
+    int body = PHASE_BODY;
+    if (atomic_compare_exchange_strong(&c->phase, &body, PHASE_ANSWERING)) {
         atomic_store(&c->deadline_ns, 0);
+        return true;
+    }
+    return atomic_load(&c->phase) != PHASE_TIMED_OUT;
+}
+
+bool conn_guard_timed_out(const guarded_conn *c)
+{
+    return c && atomic_load(&c->phase) == PHASE_TIMED_OUT;
 }
 
 void conn_guard_rearm(conn_guard *g, guarded_conn *c)
 {
-    if (c)
-        atomic_store(&c->deadline_ns, monotonic_ns() + g->timeout_ns);
+    if (!c)
+        return;
+    int64_t now = monotonic_ns();
+    c->request_start_ns = now;
+    atomic_store(&c->phase, PHASE_HEADERS);
+    atomic_store(&c->deadline_ns, now + earlier(g->header_ns, g->request_ns));
 }

@@ -1,21 +1,41 @@
 #ifndef PAYD_HTTP_CONN_GUARD_H
 #define PAYD_HTTP_CONN_GUARD_H
-/* The slowloris guard. libmicrohttpd's connection timeout only measures silence, so a client
- * that sends one header byte a second is never idle and never cut off. This guard gives every
- * request a deadline for its headers (--header-timeout): armed when the connection opens and
- * after each response, disarmed when a request's headers are complete. A watchdog thread shuts
- * down the socket of any connection past its deadline. */
+/* Deadlines libmicrohttpd does not have. Its connection timeout only measures silence, so a
+ * client sending one byte every few seconds is never idle and never cut off. The guard gives
+ * every request three deadlines:
+ *   - headers within --header-timeout: armed when the connection opens and after each answer;
+ *     past it the socket is shut down (an idle keep-alive connection gets no unsolicited answer);
+ *   - body within --body-timeout of the headers, and the whole request within
+ *     --request-timeout: past either, the watchdog writes a 408 problem+json and closes. The
+ *     request's own thread and the watchdog race for the body through one atomic phase, so
+ *     exactly one of them answers.
+ * It also counts open connections: past --max-connections a connection is marked, and the
+ * pipeline answers its first request 503 at once instead of leaving it in the kernel queue. */
+#include <stdbool.h>
 #include <stdint.h>
 
-struct MHD_Connection;
 typedef struct conn_guard conn_guard;
 typedef struct guarded_conn guarded_conn;
 
-conn_guard *conn_guard_start(int64_t header_timeout_ms);
+typedef struct conn_guard_limits {
+    int64_t header_timeout_ms, body_timeout_ms, request_timeout_ms;
+    int64_t max_connections;
+} conn_guard_limits;
+
+conn_guard *conn_guard_start(const conn_guard_limits *limits);
 void conn_guard_stop(conn_guard *g);
 guarded_conn *conn_guard_open(conn_guard *g, int fd);
 void conn_guard_close(conn_guard *g, guarded_conn *c);
-void conn_guard_headers_done(guarded_conn *c);
+/* This connection was opened past --max-connections. */
+bool conn_guard_over_limit(const guarded_conn *c);
+/* Headers complete: the body deadline starts. request_id goes into the 408 if it fires. */
+void conn_guard_headers_done(conn_guard *g, guarded_conn *c, const char *request_id);
+/* The body is complete and the caller will answer. False when the watchdog answered 408 first:
+ * the caller must not answer and should drop the connection. */
+bool conn_guard_body_done(guarded_conn *c);
+/* The watchdog answered this request 408. */
+bool conn_guard_timed_out(const guarded_conn *c);
+/* After an answer: the next request on the connection gets its own header deadline. */
 void conn_guard_rearm(conn_guard *g, guarded_conn *c);
 
 #endif

@@ -34,6 +34,8 @@ typedef struct request {
     struct MHD_Connection *conn; /* NULL for requests replayed by the recoverer */
     arena arena;
     const char *method, *path;
+    size_t uri_len;     /* the request target as sent, query included */
+    bool too_many_args; /* more query arguments than the edge reads */
     const struct route *route;
     const char *params[MAX_PATH_PARAMS];
     char *body;
@@ -45,13 +47,16 @@ typedef struct request {
     char request_id[REQUEST_ID_MAX];
     int64_t start_ns;
     int state;
+    bool headers_seen;       /* the access handler has been called for this request */
+    bool admitted;           /* route, edge checks, auth and rate limit have run */
     struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
 
     /* the response */
     int status;
     char *resp_body;
     size_t resp_len;
-    payd_error error;   /* ERR_NONE for a success */
+    payd_error error;         /* ERR_NONE for a success */
+    const char *error_detail; /* the problem's detail, for the failure log */
     bool resp_recorded; /* the idempotency engine stored this response in the handler's commit */
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;

@@ -75,6 +75,7 @@ void reply_error_extra(request *req, payd_error err, const char *detail, json_t 
     set_body(req, p->status, json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER));
     json_decref(body);
     req->error = err;
+    req->error_detail = arena_strdup(&req->arena, detail ? detail : p->title);
 }
 
 void reply_error(request *req, payd_error err, const char *detail)

@@ -23,12 +23,15 @@ typedef struct route {
     /* Optional: finishes a request left in doubt by a crash, without a client (idempotent
      * routes only). It must not repeat side effects: it asks the processor what happened. */
     route_handler recover;
+    /* The query parameters the route takes (NULL-terminated); NULL takes none. Any other one is
+     * refused before the handler runs, so a misspelt filter never silently returns page 1. */
+    const char *const *query;
 } route;
 
 typedef enum { ROUTE_MATCHED, ROUTE_NO_PATH, ROUTE_WRONG_METHOD } route_match_result;
 
-/* Finds the route for method + path; fills params (arena-allocated). On ROUTE_WRONG_METHOD,
- * allow receives the comma-separated methods the path accepts. */
+/* Finds the route for method + path (HEAD finds the GET route); fills params (arena-allocated). On
+ * ROUTE_WRONG_METHOD, allow receives the comma-separated methods the path accepts. */
 route_match_result route_match(const char *method, const char *path, arena *a, const route **out,
                                const char *params[MAX_PATH_PARAMS], char *allow, size_t allow_len);
 

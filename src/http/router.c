@@ -36,20 +36,23 @@ route_match_result route_match(const char *method, const char *path, arena *a, c
                                const char *params[MAX_PATH_PARAMS], char *allow, size_t allow_len)
 {
     bool path_known = false;
+    /* HEAD is a GET without the body (libmicrohttpd drops the body of a HEAD answer) */
+    const char *wanted = strcmp(method, "HEAD") ? method : "GET";
     if (allow_len)
         allow[0] = '\0';
     for (int i = 0; i < payd_route_count; i++) {
         const route *r = &payd_routes[i];
         if (!pattern_matches(r->pattern, path, a, NULL))
             continue;
-        if (!strcmp(r->method, method)) {
+        if (!strcmp(r->method, wanted)) {
             pattern_matches(r->pattern, path, a, params);
             *out = r;
             return ROUTE_MATCHED;
         }
         if (allow_len && !strstr(allow, r->method)) {
             size_t used = strlen(allow);
-            snprintf(allow + used, allow_len - used, "%s%s", used ? ", " : "", r->method);
+            snprintf(allow + used, allow_len - used, "%s%s%s", used ? ", " : "", r->method,
+                     strcmp(r->method, "GET") ? "" : ", HEAD");
         }
         path_known = true;
     }

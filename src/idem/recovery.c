@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/canonical.h"
+#include "core/ids.h"
+#include "core/log.h"
 #include "core/timefmt.h"
 #include "http/route.h"
 #include "http/server.h"
@@ -61,6 +64,31 @@ typedef struct open_key {
     char *key, *fingerprint, *method, *path, *body;
 } open_key;
 
+/* One line per key the recoverer settles: whose, which (a hash: the key itself is the client's),
+ * and how it ended. The line's time says when. */
+static void log_settled_key(request *req, const open_key *k)
+{
+    char user[ID_STR_MAX], key_hash[65];
+    bool recovered = req->route->recover && req->json;
+    id_format((uint64_t)k->user_id, "usr", user);
+    sha256_hex(k->key, strlen(k->key), key_hash);
+    jsonw w;
+    log_begin(&w, req->status >= 500 ? "warn" : "info", "recovered idempotency key");
+    jw_key(&w, "user_id");
+    jw_string(&w, user);
+    jw_key(&w, "key_sha256");
+    jw_string(&w, key_hash);
+    jw_key(&w, "route");
+    jw_string(&w, req->route->name);
+    jw_key(&w, "status");
+    jw_int(&w, req->status);
+    jw_key(&w, "outcome"); /* completed, released, or the problem code it settled with */
+    jw_string(&w, !recovered          ? "released"
+                  : req->status < 400 ? "completed"
+                                      : problem_lookup(req->error)->code);
+    log_end(&w);
+}
+
 static void recover_one(app *a, const open_key *k)
 {
     request *req = calloc(1, sizeof *req);
@@ -91,10 +119,7 @@ static void recover_one(app *a, const open_key *k)
         } else {
             idem_settle(req, KEY_RELEASE);
         }
-        fprintf(stderr,
-                "{\"level\":\"info\",\"msg\":\"recovered idempotency key\",\"route\":\"%s\","
-                "\"status\":%d}\n",
-                req->route->name, req->status);
+        log_settled_key(req, k);
     }
     request_free(req);
 }

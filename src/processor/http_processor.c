@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+
 #define MAX_ANSWER_BYTES                                                                           \
     (64 * 1024) /* the protocol's answers are tiny; more is not the protocol                       \
                  */
@@ -120,6 +122,27 @@ static bool header_safe(const char *key)
     return true;
 }
 
+/* One line per failed call, with the request id of the request that made it. */
+static void log_processor_failure(const char *path_and_query, CURLcode rc, long status)
+{
+    jsonw w;
+    log_begin(&w, "error",
+              rc == CURLE_OPERATION_TIMEDOUT ? "processor call timed out"
+                                             : "processor call failed");
+    jw_key(&w, "call");
+    char path[64];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(path_and_query, "?"), path_and_query);
+    jw_string(&w, path);
+    jw_key(&w, "error");
+    jw_string(&w, rc != CURLE_OK ? curl_easy_strerror(rc) : "server error");
+    jw_key(&w, "http_status");
+    if (rc == CURLE_OK)
+        jw_int(&w, status);
+    else
+        jw_null(&w);
+    log_end(&w);
+}
+
 /* Sends one request; body NULL means GET. Returns the HTTP status and the parsed JSON answer
  * (NULL when it is not JSON), or -1 when no complete answer arrived. */
 static long exchange(http_processor *p, const char *path_and_query, const char *idem_key,
@@ -164,11 +187,14 @@ static long exchange(http_processor *p, const char *path_and_query, const char *
     }
 
     long status = -1;
-    if (headers && curl_easy_perform(h) == CURLE_OK) {
+    CURLcode rc = headers ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
+    if (rc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         if (a.data)
             *out = json_loadb(a.data, a.len, 0, NULL);
     }
+    if (rc != CURLE_OK || status >= 500)
+        log_processor_failure(path_and_query, rc, status);
     curl_slist_free_all(headers);
     free(a.data);
     free(payload);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "core/log.h"
+
 uint64_t app_next_id(app *a)
 {
     uint64_t id;
@@ -24,7 +26,7 @@ uint64_t app_next_id(app *a)
     if (rc != 0) {
         /* The clock went back further than --node-id's generator can absorb: issuing an id now
          * could repeat one. Refusing to run is the only safe answer. */
-        fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"clock moved backwards too far\"}\n");
+        log_msg("fatal", "clock moved backwards too far");
         abort();
     }
     return id;

@@ -28,6 +28,8 @@ typedef struct payd_config {
     int64_t shutdown_timeout_ms;
     int64_t idle_timeout_ms;
     int64_t header_timeout_ms;
+    int64_t body_timeout_ms;
+    int64_t request_timeout_ms;
     int64_t max_connections;
     int64_t max_header_bytes;
     int64_t max_headers;

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
+
 /* The entry of PAYD_FAULT that is exactly `name` (up to its '=' value, if any): the value's
  * text, "" for an entry without one, NULL when absent. */
 static const char *fault_entry(const char *name)
@@ -30,9 +32,13 @@ static long entry_number(const char *name)
 
 static void announce(const char *fault, const char *at)
 {
-    fprintf(stderr,
-            "{\"level\":\"warn\",\"msg\":\"fault injected\",\"fault\":\"%s\",\"at\":\"%s\"}\n",
-            fault, at);
+    jsonw w;
+    log_begin(&w, "warn", "fault injected");
+    jw_key(&w, "fault");
+    jw_string(&w, fault);
+    jw_key(&w, "at");
+    jw_string(&w, at);
+    log_end(&w);
 }
 
 void fault_point(const char *name)

@@ -246,9 +246,12 @@ void lease_release(node_lease *l)
 
 int sqlite_serve_lock(const char *url, char *err, size_t errlen)
 {
-    if (!strncmp(url, "postgres://", 11) || !strncmp(url, "postgresql://", 13))
+    db_kind kind;
+    const char *path;
+    if (db_parse_url(url, &kind, &path, err, errlen) != 0)
+        return -1;
+    if (kind == DB_POSTGRES)
         return 0;
-    const char *path = !strncmp(url, "sqlite:", 7) ? url + 7 : url;
     char lock_path[600];
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
     /* kept open (and so locked) until the process exits, however it exits */

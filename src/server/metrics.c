@@ -112,9 +112,22 @@ static void observe_latency(metrics *m, const char *route, double duration_ms)
     atomic_fetch_add(&h->count, 1);
 }
 
+/* A closed set of method labels, so no client can add series by inventing methods. */
+static const char *method_label(const char *method)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    for (size_t i = 0; method && i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(method, known[i]))
+            return known[i];
+    return "other";
+}
+
 void metrics_observe_request(metrics *m, const char *route, const char *method, int status,
                              double duration_ms)
 {
+    method = method_label(method);
+    if (!route)
+        route = "unmatched";
     request_series *s = find_series(m, route, method, status);
     if (!s) {
         pthread_mutex_lock(&m->grow);
@@ -223,6 +236,19 @@ __attribute__((format(printf, 2, 3))) static void put(text *t, const char *fmt, 
     }
 }
 
+/* A label value in the exposition format's escaping: backslash, double quote and newline. */
+static void put_label_value(text *t, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            put(t, "\\%c", *v);
+        else if (*v == '\n')
+            put(t, "\\n");
+        else
+            put(t, "%c", *v);
+    }
+}
+
 static void render_latency(text *t, metrics *m)
 {
     put(t, "# HELP payd_http_request_duration_seconds Request latency by route pattern.\n"
@@ -233,16 +259,20 @@ static void render_latency(text *t, metrics *m)
         long long cumulative = 0;
         for (size_t b = 0; b < LATENCY_BUCKETS; b++) {
             cumulative += atomic_load(&h->buckets[b]);
-            put(t, "payd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %lld\n",
-                h->route, latency_bounds_ms[b] / 1000, cumulative);
+            put(t, "payd_http_request_duration_seconds_bucket{route=\"");
+            put_label_value(t, h->route);
+            put(t, "\",le=\"%g\"} %lld\n", latency_bounds_ms[b] / 1000, cumulative);
         }
         cumulative += atomic_load(&h->buckets[LATENCY_BUCKETS]);
-        put(t, "payd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %lld\n",
-            h->route, cumulative);
-        put(t, "payd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", h->route,
-            (double)atomic_load(&h->sum_us) / 1e6);
-        put(t, "payd_http_request_duration_seconds_count{route=\"%s\"} %lld\n", h->route,
-            atomic_load(&h->count));
+        put(t, "payd_http_request_duration_seconds_bucket{route=\"");
+        put_label_value(t, h->route);
+        put(t, "\",le=\"+Inf\"} %lld\n", cumulative);
+        put(t, "payd_http_request_duration_seconds_sum{route=\"");
+        put_label_value(t, h->route);
+        put(t, "\"} %.6f\n", (double)atomic_load(&h->sum_us) / 1e6);
+        put(t, "payd_http_request_duration_seconds_count{route=\"");
+        put_label_value(t, h->route);
+        put(t, "\"} %lld\n", atomic_load(&h->count));
     }
 }
 
@@ -278,7 +308,8 @@ static void render_process(text *t)
     struct rusage usage;
     if (getrusage(RUSAGE_SELF, &usage) == 0)
         put(t,
-            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+            "# HELP process_cpu_seconds_total Total user and system CPU time spent in "
+            "seconds.\n"
             "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
             (double)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                 (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
@@ -290,9 +321,11 @@ static void render_process(text *t)
         if (fscanf(f, "%llu %llu", &virtual_pages, &resident_pages) == 2)
             put(t,
                 "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n"
+                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes "
+                "%llu\n"
                 "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
-                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes "
+                "%llu\n",
                 resident_pages * (unsigned long long)page,
                 virtual_pages * (unsigned long long)page);
         fclose(f);
@@ -332,10 +365,13 @@ char *metrics_render(metrics *m, app *a)
             "code.\n"
             "# TYPE payd_http_requests_total counter\n");
     int n = atomic_load(&m->series_count);
-    for (int i = 0; i < n; i++)
-        put(&t, "payd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %lld\n",
-            m->series[i].route, m->series[i].method, m->series[i].status,
-            atomic_load(&m->series[i].count));
+    for (int i = 0; i < n; i++) {
+        put(&t, "payd_http_requests_total{route=\"");
+        put_label_value(&t, m->series[i].route);
+        put(&t, "\",method=\"");
+        put_label_value(&t, m->series[i].method);
+        put(&t, "\",code=\"%d\"} %lld\n", m->series[i].status, atomic_load(&m->series[i].count));
+    }
 
     render_latency(&t, m);
 
@@ -364,7 +400,8 @@ char *metrics_render(metrics *m, app *a)
     render_batch_sizes(&t, &st, a->cfg.group_commit ? a->cfg.max_batch : 1);
     put(&t,
         "# HELP payd_store_failed_commits_total Transactions that failed to commit.\n"
-        "# TYPE payd_store_failed_commits_total counter\npayd_store_failed_commits_total %lld\n",
+        "# TYPE payd_store_failed_commits_total counter\npayd_store_failed_commits_total "
+        "%lld\n",
         (long long)st.failed_commits);
     put(&t,
         "# HELP payd_store_queue_depth Write jobs waiting for the writer.\n"

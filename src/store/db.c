@@ -162,13 +162,41 @@ static db_conn *pg_open(const char *url, char *err, size_t errlen)
 
 /* ---- common ---- */
 
-db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
+int db_parse_url(const char *url, db_kind *kind, const char **sqlite_path, char *err, size_t errlen)
 {
-    if (starts_with(url, "postgres://") || starts_with(url, "postgresql://"))
-        return pg_open(url, err, errlen);
+    *sqlite_path = NULL;
+    if (starts_with(url, "postgres://") || starts_with(url, "postgresql://")) {
+        *kind = DB_POSTGRES;
+        return 0;
+    }
+    /* any other scheme is a mistake to report, not a file name (file: is SQLite's URI form) */
+    const char *scheme_end = strstr(url, "://");
+    if (scheme_end && !starts_with(url, "file:")) {
+        snprintf(err, errlen,
+                 "--db: unsupported database '%.*s://'; use a file path, sqlite:PATH or "
+                 "postgres://...",
+                 (int)(scheme_end - url < 32 ? scheme_end - url : 32), url);
+        return -1;
+    }
     if (starts_with(url, "sqlite:"))
         url += strlen("sqlite:");
-    return lite_open(url, read_only, err, errlen);
+    if (!*url) { /* SQLite would open a temporary database that vanishes on exit */
+        snprintf(err, errlen, "--db: the SQLite path is empty");
+        return -1;
+    }
+    *kind = DB_SQLITE;
+    *sqlite_path = url;
+    return 0;
+}
+
+db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
+{
+    db_kind kind;
+    const char *path;
+    if (db_parse_url(url, &kind, &path, err, errlen) != 0)
+        return NULL;
+    return kind == DB_POSTGRES ? pg_open(url, err, errlen)
+                               : lite_open(path, read_only, err, errlen);
 }
 
 void db_close(db_conn *c)

@@ -29,6 +29,10 @@ typedef struct db_conn db_conn;
 typedef struct db_stmt db_stmt;
 
 /* url: a path, sqlite:PATH, postgres://… or postgresql://…. read_only opens a reader. */
+/* The one reading of --db: postgres:// or postgresql:// (kind DB_POSTGRES), else a file path or
+ * sqlite:PATH (DB_SQLITE, *sqlite_path set). Another scheme or an empty path is an error. */
+int db_parse_url(const char *url, db_kind *kind, const char **sqlite_path, char *err,
+                 size_t errlen);
 db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen);
 void db_close(db_conn *c);
 db_kind db_kind_of(const db_conn *c);

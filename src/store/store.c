@@ -8,16 +8,29 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
+
 typedef struct write_job {
     write_job_fn fn;
     void *ctx;
     int result;
+    char error[200]; /* the database's reason when result is STORE_FAILED */
     sem_t *done;
     struct write_job *next;
 } write_job;
 
 #define MAX_READERS 1024
 #define PG_ATTEMPTS 10
+
+/* On a request's thread the line carries its request id (core/log.h). */
+static void log_store_failure(const char *msg, const char *error)
+{
+    jsonw w;
+    log_begin(&w, "error", msg);
+    jw_key(&w, "error");
+    jw_string(&w, error);
+    log_end(&w);
+}
 
 struct store {
     store_options opt;
@@ -118,11 +131,12 @@ static void run_batch(store *s, write_job **jobs, int n)
         }
     }
     if (!ok || commit(db) != DB_DONE) {
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"batch commit failed\",\"error\":\"%s\"}\n",
-                db_last_error(db));
-        db_exec(db, "ROLLBACK", "");
-        for (int i = 0; i < n; i++)
+        log_store_failure("batch commit failed", db_last_error(db));
+        for (int i = 0; i < n; i++) {
             jobs[i]->result = STORE_FAILED;
+            snprintf(jobs[i]->error, sizeof jobs[i]->error, "%s", db_last_error(db));
+        }
+        db_exec(db, "ROLLBACK", "");
         s->stats.failed_commits++;
     }
 finished:
@@ -268,6 +282,8 @@ static int pg_write(store *s, write_job_fn fn, void *ctx)
             break;
     }
 
+    if (result == STORE_FAILED)
+        log_store_failure("write job failed", db_last_error(db));
     pthread_mutex_lock(&s->lock);
     s->pool[s->pool_free++] = db;
     s->stats.jobs++;
@@ -294,6 +310,8 @@ int store_write(store *s, write_job_fn fn, void *ctx)
     pthread_mutex_unlock(&s->lock);
     while (sem_wait(job.done) != 0) {
     }
+    if (job.result == STORE_FAILED) /* here, on the caller's thread, the request is known */
+        log_store_failure("write job failed", job.error);
     return job.result;
 }
 
@@ -352,8 +370,7 @@ db_conn *store_reader(store *s)
     char err[256];
     c = db_open(s->url, s->kind == DB_SQLITE, err, sizeof err);
     if (!c) {
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot open reader\",\"error\":\"%s\"}\n",
-                err);
+        log_store_failure("cannot open reader", err);
         return NULL;
     }
     pthread_mutex_lock(&s->lock);

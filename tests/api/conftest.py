@@ -42,6 +42,24 @@ class Response:
         return f"<Response {self.status} {self.raw[:300]!r}>"
 
 
+def check_log_lines(path):
+    """Every line payd wrote is one JSON object with `time` and `level` (§12: every value
+    escaped, no line cut). The only exception is the command line's own one-line refusal to
+    start (`payd: ...`), which is for a person at a terminal."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert not data or data.endswith(b"\n"), f"{path}: the last log line is cut: {data[-200:]!r}"
+    for number, line in enumerate(data.splitlines(), 1):
+        if line.startswith(b"payd: "):
+            continue
+        try:
+            entry = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise AssertionError(f"{path}:{number}: not a JSON line ({e}): {line[:300]!r}")
+        assert isinstance(entry, dict) and "time" in entry and "level" in entry, \
+            f"{path}:{number}: a log line without time or level: {line[:300]!r}"
+
+
 class Payd:
     """One payd process. `args` are extra `payd serve` flags."""
 
@@ -90,12 +108,14 @@ class Payd:
                 self.proc.wait()
         if self.proc:
             self.log.close()
+            check_log_lines(self.log_path)
         return self.proc.returncode if self.proc else None
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self.log.close()
+        check_log_lines(self.log_path)
 
     def sql(self, query):
         """The first column of the first row of query, on whichever backend this server uses."""

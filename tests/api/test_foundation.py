@@ -35,7 +35,7 @@ def test_unknown_route_and_wrong_method(alice):
     problem(alice.get("/v1/nothing"), 404, "route_not_found")
     r = alice.request("DELETE", "/v1/accounts")
     problem(r, 405, "method_not_allowed")
-    assert set(m.strip() for m in r.header("allow").split(",")) == {"GET", "POST"}
+    assert set(m.strip() for m in r.header("allow").split(",")) == {"GET", "HEAD", "POST"}
 
 
 def test_body_too_large_is_413(alice):

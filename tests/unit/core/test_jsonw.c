@@ -95,12 +95,33 @@ static void test_empty_containers_and_reuse(void **state)
     free(text);
 }
 
+/* Bytes that are not UTF-8 (a client's raw method, say) become U+FFFD; valid UTF-8 passes. */
+static void test_invalid_utf8_is_replaced(void **state)
+{
+    (void)state;
+    jsonw w;
+    jw_init(&w);
+    jw_string(&w, "\xff\xfe"
+                  "a\xc3\xa9"
+                  "\xe0\x80\x80"
+                  "\xed\xa0\x80"
+                  "\xf0\x9f\x98\x80\xc3");
+    char *text = jw_take(&w, NULL);
+    assert_string_equal(text, "\"\\ufffd\\ufffda\xc3\xa9\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+                              "\\ufffd\xf0\x9f\x98\x80\\ufffd\"");
+    json_t *back = json_loads(text, JSON_DECODE_ANY, NULL);
+    assert_non_null(back);
+    json_decref(back);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_values_parse_back),
         cmocka_unit_test(test_strings_are_escaped),
         cmocka_unit_test(test_empty_containers_and_reuse),
+        cmocka_unit_test(test_invalid_utf8_is_replaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

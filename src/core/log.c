@@ -1,0 +1,54 @@
+#include "core/log.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/timefmt.h"
+
+static _Thread_local const char *current_request_id;
+
+void log_set_request_id(const char *request_id)
+{
+    current_request_id = request_id;
+}
+
+void log_begin(jsonw *w, const char *level, const char *msg)
+{
+    char when[32];
+    format_rfc3339_ms(now_us(), when);
+    jw_init(w);
+    jw_object_begin(w);
+    jw_key(w, "time");
+    jw_string(w, when);
+    jw_key(w, "level");
+    jw_string(w, level);
+    jw_key(w, "msg");
+    jw_string(w, msg);
+    if (current_request_id) {
+        jw_key(w, "request_id");
+        jw_string(w, current_request_id);
+    }
+}
+
+void log_end(jsonw *w)
+{
+    jw_object_end(w);
+    size_t len;
+    char *line = jw_take(w, &len);
+    line[len] = '\n'; /* the writer keeps a spare byte for its NUL */
+    size_t done = 0;
+    while (done < len + 1) {
+        ssize_t n = write(STDERR_FILENO, line + done, len + 1 - done);
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    free(line);
+}
+
+void log_msg(const char *level, const char *msg)
+{
+    jsonw w;
+    log_begin(&w, level, msg);
+    log_end(&w);
+}

@@ -1,0 +1,24 @@
+#ifndef PAYD_CORE_LOG_H
+#define PAYD_CORE_LOG_H
+/* payd's log: one JSON object per line on stderr, every line built by the one JSON writer, so
+ * every value is escaped, nothing is cut, and each line carries `time` and `level`.
+ *
+ *     jsonw w;
+ *     log_begin(&w, "error", "processor call failed");
+ *     jw_key(&w, "request_id"); jw_string(&w, id);
+ *     log_end(&w);
+ */
+#include "core/jsonw.h"
+
+/* Starts a line: time, level, msg, and the request id of the request this thread is serving,
+ * if any (see log_set_request_id). */
+void log_begin(jsonw *w, const char *level, const char *msg);
+/* Closes the object and writes the line with one write(2), so lines from threads never mix. */
+void log_end(jsonw *w);
+/* The request this thread now serves (NULL: none): every line it logs names the request, so a
+ * failure deep in the store or the processor client is tied to the request that met it. */
+void log_set_request_id(const char *request_id);
+/* A line with only a message. */
+void log_msg(const char *level, const char *msg);
+
+#endif

@@ -1,0 +1,144 @@
+#include "http/validate.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* Headers whose repetition would make two parts of the server read two different values. */
+static const char *const singleton_headers[] = {
+    "Authorization", "Idempotency-Key", "If-Match", "If-None-Match",
+    "Content-Type",  "Content-Length",  NULL};
+
+static bool name_is(const http_field *f, const char *name)
+{
+    return f->name_len == strlen(name) && !strncasecmp(f->name, name, f->name_len);
+}
+
+/* NUL, C0 controls except HTAB, and DEL. */
+static bool has_control_byte(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+/* The name as it can safely appear in a problem's `param`: control bytes become '?'. */
+static void name_param(edge_verdict *v, const http_field *f)
+{
+    size_t n = f->name_len < sizeof v->param - 1 ? f->name_len : sizeof v->param - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)f->name[i];
+        v->param[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    v->param[n] = '\0';
+}
+
+static bool refuse(edge_verdict *v, payd_error err, const http_field *f, const char *detail)
+{
+    v->err = err;
+    name_param(v, f);
+    v->detail = detail;
+    return false;
+}
+
+bool edge_check_headers(const http_field *h, size_t n, edge_verdict *v)
+{
+    v->err = ERR_NONE;
+    for (size_t i = 0; i < n; i++) {
+        if (h[i].cut_at_nul || (h[i].value && has_control_byte(h[i].value, h[i].value_len)))
+            return refuse(v, ERR_INVALID_HEADER, &h[i],
+                          "a header value holds a NUL or other control byte");
+        for (const char *const *s = singleton_headers; *s; s++) {
+            if (!name_is(&h[i], *s))
+                continue;
+            for (size_t j = 0; j < i; j++)
+                if (name_is(&h[j], *s))
+                    return refuse(v, ERR_INVALID_HEADER, &h[i], "this header may appear only once");
+        }
+    }
+    return true;
+}
+
+bool edge_framing_conflict(const http_field *h, size_t n)
+{
+    bool te = false, cl = false;
+    for (size_t i = 0; i < n; i++) {
+        te |= name_is(&h[i], "Transfer-Encoding");
+        cl |= name_is(&h[i], "Content-Length");
+    }
+    return te && cl;
+}
+
+bool edge_check_query(const http_field *q, size_t n, const char *const *accepted, edge_verdict *v)
+{
+    v->err = ERR_NONE;
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        for (const char *const *a = accepted; a && *a && !known; a++)
+            known = name_is(&q[i], *a) && !strncmp(q[i].name, *a, q[i].name_len);
+        if (!known)
+            return refuse(v, ERR_UNKNOWN_PARAMETER, &q[i],
+                          "this route does not take that query parameter");
+        if (q[i].value && has_control_byte(q[i].value, q[i].value_len))
+            return refuse(v, ERR_INVALID_PARAMETER, &q[i],
+                          "a query value holds a NUL or other control byte");
+        for (size_t j = 0; j < i; j++)
+            if (q[j].name_len == q[i].name_len && !memcmp(q[j].name, q[i].name, q[i].name_len))
+                return refuse(v, ERR_INVALID_PARAMETER, &q[i],
+                              "a query parameter may appear only once");
+    }
+    return true;
+}
+
+static bool json_content_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    return !strncasecmp(ct, "application/json", n) &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+bool edge_parse_body(const char *content_type, const char *body, size_t len, bool too_large,
+                     json_t **out, edge_verdict *v, char *detail, size_t detail_len)
+{
+    *out = NULL;
+    v->err = ERR_NONE;
+    v->param[0] = '\0';
+    v->detail = detail;
+    if (too_large) {
+        v->err = ERR_PAYLOAD_TOO_LARGE;
+        snprintf(detail, detail_len, "the request body exceeds 64 KiB");
+        return false;
+    }
+    if (len == 0 && !content_type) {
+        *out = json_object(); /* no body at all: an empty object, as for optional fields */
+        return true;
+    }
+    if (!json_content_type(content_type)) {
+        v->err = ERR_UNSUPPORTED_MEDIA_TYPE;
+        snprintf(detail, detail_len, "send the body as Content-Type: application/json");
+        return false;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j) {
+        v->err = ERR_INVALID_JSON;
+        snprintf(detail, detail_len, "malformed JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return false;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        v->err = ERR_INVALID_JSON;
+        snprintf(detail, detail_len, "the body must be a JSON object");
+        return false;
+    }
+    *out = j;
+    return true;
+}

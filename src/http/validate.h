@@ -1,0 +1,41 @@
+#ifndef PAYD_HTTP_VALIDATE_H
+#define PAYD_HTTP_VALIDATE_H
+/* The edge checks every request passes before a route handler, a key claim or a rate limit:
+ * framing, singleton headers, control bytes, and the route's declared query parameters.
+ * Pure functions over (name, length, value, length) pairs, so the fuzzer drives them without a
+ * socket and the lengths keep embedded NUL bytes visible (C strings would cut at them). */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http/problem.h"
+
+typedef struct http_field {
+    const char *name;
+    size_t name_len;
+    const char *value; /* NULL for a query parameter without '=' */
+    size_t value_len;
+    bool cut_at_nul; /* the HTTP library cut the value at a NUL byte it did not report */
+} http_field;
+
+typedef struct edge_verdict {
+    payd_error err; /* ERR_NONE: the request may go on */
+    char param[64]; /* the header or query parameter at fault (printable, truncated) */
+    const char *detail;
+} edge_verdict;
+
+/* Headers: the singletons at most once, no NUL or other control byte in any value. */
+bool edge_check_headers(const http_field *headers, size_t n, edge_verdict *v);
+/* Transfer-Encoding together with Content-Length: RFC 9112 §6.1 says refuse and close. */
+bool edge_framing_conflict(const http_field *headers, size_t n);
+/* Query: only the names in accepted (NULL-terminated; NULL accepts none), each at most once,
+ * no control byte in a name or value. */
+bool edge_check_query(const http_field *query, size_t n, const char *const *accepted,
+                      edge_verdict *v);
+/* A POST/PUT/PATCH body (§1): 413 when it was too large, 415 unless Content-Type is JSON, 400
+ * invalid_json unless it is one JSON object. No body and no Content-Type is an empty object. On
+ * success *out holds the object (the caller owns it). The detail is written into detail. */
+bool edge_parse_body(const char *content_type, const char *body, size_t len, bool too_large,
+                     json_t **out, edge_verdict *v, char *detail, size_t detail_len);
+
+#endif
