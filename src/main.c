@@ -222,6 +222,11 @@ static int cmd_id_decode(int argc, char **argv)
 
 /* ---- serve ---- */
 
+static int load_cursor_secret(db_conn *db, void *cursor_key)
+{
+    return store_secret_on(db, "cursor", cursor_key);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -236,9 +241,24 @@ static int cmd_serve(int argc, char **argv)
     sigset_t stop_signals;
     stop_signals_block(&stop_signals);
 
+    if (id_generator_init(&a.ids, (int)a.cfg.node_id, NULL, NULL) != 0) {
+        fprintf(stderr, "payd: cannot initialise ids\n");
+        return 1;
+    }
+    char application_name[64];
+    snprintf(application_name, sizeof application_name, "payd node %lld", (long long)a.cfg.node_id);
+    /* On PostgreSQL the node starts even while the database is down (it answers 503 and
+     * /readyz says so); the schema and the cursor secret are set up when it first answers. */
     store_options opt = {.url = a.cfg.db,
                          .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
-                         .writer_conns = 8};
+                         .max_connections = (int)a.cfg.db_max_connections,
+                         .pool_timeout_ms = a.cfg.db_pool_timeout_ms,
+                         .statement_timeout_ms = a.cfg.db_statement_timeout_ms,
+                         .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
+                         .application_name = application_name,
+                         .wait_for_database = true,
+                         .on_first_connect = load_cursor_secret,
+                         .on_first_connect_arg = a.cursor_key};
     a.store = store_open(&opt, err, sizeof err);
     if (!a.store) {
         fprintf(stderr, "payd: %s\n", err);
@@ -246,11 +266,6 @@ static int cmd_serve(int argc, char **argv)
     }
     if (a.cfg.workers == 0)
         a.cfg.workers = store_kind(a.store) == DB_SQLITE ? 64 : 16;
-    if (id_generator_init(&a.ids, (int)a.cfg.node_id, NULL, NULL) != 0 ||
-        store_secret(a.store, "cursor", a.cursor_key) != 0) {
-        fprintf(stderr, "payd: cannot initialise ids or the cursor secret\n");
-        return 1;
-    }
     a.processor = processor_create(&a, a.cfg.processor, err, sizeof err);
     if (!a.processor) {
         fprintf(stderr, "payd: %s\n", err);

@@ -55,6 +55,9 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_OVERLOADED] = {503, "overloaded", "Server overloaded", KEY_RELEASE},
     [ERR_SHUTTING_DOWN] = {503, "shutting_down", "Server shutting down", KEY_RELEASE},
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
+    /* the database went away mid-request: what was written is unknown, so a claimed key stays
+     * for the retry to resume */
+    [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},
     [ERR_INTERNAL] = {500, "internal_error", "Internal error", KEY_UNLOCK},
 };
 

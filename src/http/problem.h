@@ -43,6 +43,7 @@ typedef enum payd_error {
     ERR_OVERLOADED,
     ERR_SHUTTING_DOWN,
     ERR_NOT_READY,
+    ERR_DATABASE_UNAVAILABLE,
     ERR_INTERNAL,
     ERR_COUNT
 } payd_error;

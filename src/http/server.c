@@ -133,9 +133,28 @@ static bool authenticate(request *req)
     return req->authenticated;
 }
 
+/* A request whose database work failed because the database was unreachable, or a statement,
+ * lock or pool timeout struck, answers 503 with Retry-After whatever its code concluded from
+ * the failed query (a 500, a 404 for a row it could not read, a 401 for a key it could not
+ * look up): the client should retry, not give up. /readyz words its own answer. */
+static bool database_failure_reply(request *req)
+{
+    db_failure f = db_thread_failure();
+    if (f == DB_FAILURE_NONE || req->error == ERR_NOT_READY)
+        return false;
+    reply_header(req, "Retry-After", "1");
+    if (f == DB_FAILURE_UNAVAILABLE)
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "the database cannot be reached right now; retry shortly");
+    else
+        reply_error(req, ERR_OVERLOADED, "the database is too busy right now; retry shortly");
+    return true;
+}
+
 void run_handler(request *req)
 {
     req->route->handler(req);
+    database_failure_reply(req);
     if (req->idem)
         idem_finish(req);
 }
@@ -144,8 +163,12 @@ void run_handler(request *req)
 static void run_waiting_request(void *item)
 {
     request *req = item;
+    db_thread_failure_reset();
     if (!req->idem || idem_claim_or_reply(req))
         run_handler(req);
+    else
+        database_failure_reply(req);
+    store_thread_done(req->app->store);
     req->state = REQ_ANSWERED;
     atomic_fetch_sub(&req->app->in_flight, 1);
     MHD_resume_connection(req->conn);
@@ -181,6 +204,10 @@ static void dispatch(request *req)
     if (flags & ROUTE_AUTH) {
         /* Unknown callers are limited by address, so guessing keys is throttled too. */
         bool known = authenticate(req);
+        if (!known && db_thread_failure() != DB_FAILURE_NONE) {
+            database_failure_reply(req); /* the key could not be looked up: never a 401 */
+            return;
+        }
         if (!rate_limit_or_reply(req))
             return;
         if (!known) {
@@ -278,7 +305,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (req->state == REQ_RECEIVING) {
+        db_thread_failure_reset();
         dispatch(req);
+        /* a reader taken on this thread goes back to the pool: the budget is per request */
+        store_thread_done(req->app->store);
         if (req->state == REQ_WAITING)
             return MHD_YES;
     }

@@ -66,6 +66,19 @@ static const config_option options[] = {
      "how long a verified API key is cached"},
     {"access-log", OPT_BOOL, FIELD(access_log), "true", 0, 0,
      "one JSON line per request on stderr"},
+    {"db-max-connections", OPT_INT, FIELD(db_max_connections), "20", 2, 10000,
+     "PostgreSQL: most connections this node opens, readers and writers together (half each); "
+     "4 nodes at 20 leave 20 of PostgreSQL's default 100 for administrators"},
+    {"db-pool-timeout", OPT_DURATION, FIELD(db_pool_timeout_ms), "5s", 1, DAY_MS,
+     "PostgreSQL: longest wait for a free pooled connection, then 503 overloaded"},
+    {"db-statement-timeout", OPT_DURATION, FIELD(db_statement_timeout_ms), "30s", 0, DAY_MS,
+     "PostgreSQL: statement_timeout of payd's sessions (0: the server's setting)"},
+    {"db-lock-timeout", OPT_DURATION, FIELD(db_lock_timeout_ms), "5s", 0, DAY_MS,
+     "PostgreSQL: lock_timeout of payd's sessions (0: the server's setting); a write that waits "
+     "longer for a row lock gets 503 overloaded"},
+    {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
+     "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "
+     "per node); if Redis is unreachable the node limits locally until it is back"},
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,18 @@ typedef struct write_job {
 #define MAX_READERS 1024
 #define PG_ATTEMPTS 10
 
+/* PostgreSQL: a pool of idle connections (a stack: the most recently used is reused first, so
+ * the oldest idle ones age out and are closed). */
+typedef struct pg_pool {
+    const char *name;
+    db_conn **idle;
+    int64_t *idle_since_ns;
+    int idle_count;
+    int open; /* idle + lent out + being opened */
+    int max;
+    pthread_cond_t freed;
+} pg_pool;
+
 struct store {
     store_options opt;
     char url[512];
@@ -33,12 +46,21 @@ struct store {
     bool writer_started;
     db_conn *writer_db;
 
-    /* PostgreSQL: a pool of write connections, one transaction per job */
-    db_conn **pool;
-    int pool_free;
-    pthread_cond_t pool_has_free;
+    /* PostgreSQL: writers (one transaction per job) and readers, one budget, under pool_lock */
+    pthread_mutex_t pool_lock;
+    pg_pool writer_pool, reader_pool;
+    db_pg_settings settings;
+    char application_name[64];
+    int64_t generation;    /* bumped when the database is lost: older connections are dropped */
+    atomic_bool up;        /* the database answers */
+    bool bootstrapped;     /* migrations and on_first_connect have run */
+    bool probing;          /* one caller is trying to reconnect */
+    int64_t down_since_ns; /* when it was lost */
+    int64_t next_probe_ns; /* no reconnection attempt before this */
+    int64_t backoff_ms;
+    char last_error[256];
 
-    /* readers, one per thread */
+    /* readers: SQLite one per thread, PostgreSQL one per request (lent from the pool) */
     pthread_key_t reader_key;
     db_conn *readers[MAX_READERS];
     int reader_count;
@@ -138,6 +160,284 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* ---- PostgreSQL: connection pools, loss and reconnection ---- */
+
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS   2000 /* a node is ready within ~2 s of the database's return */
+
+static int64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One JSON log line; text is escaped (PostgreSQL's messages hold quotes and newlines). */
+static void log_line(const char *level, const char *msg, const char *error, int64_t down_ms)
+{
+    char esc[512];
+    size_t n = 0;
+    for (const char *p = error ? error : ""; *p && n < sizeof esc - 8; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            esc[n++] = '\\';
+            esc[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            n += (size_t)snprintf(esc + n, sizeof esc - n, "\\u%04x", ch);
+        } else {
+            esc[n++] = (char)ch;
+        }
+    }
+    esc[n] = '\0';
+    char line[768];
+    int len = snprintf(line, sizeof line, "{\"level\":\"%s\",\"msg\":\"%s\"", level, msg);
+    if (error)
+        len += snprintf(line + len, sizeof line - (size_t)len, ",\"error\":\"%s\"", esc);
+    if (down_ms >= 0)
+        len += snprintf(line + len, sizeof line - (size_t)len, ",\"down_ms\":%lld",
+                        (long long)down_ms);
+    snprintf(line + len, sizeof line - (size_t)len, "}\n");
+    fputs(line, stderr);
+}
+
+static void pool_init(pg_pool *p, const char *name, int max)
+{
+    p->name = name;
+    p->max = max;
+    p->idle = calloc((size_t)max, sizeof *p->idle);
+    p->idle_since_ns = calloc((size_t)max, sizeof *p->idle_since_ns);
+    pthread_cond_init(&p->freed, NULL);
+}
+
+static void pool_destroy(pg_pool *p)
+{
+    for (int i = 0; i < p->idle_count; i++)
+        db_close(p->idle[i]);
+    free(p->idle);
+    free(p->idle_since_ns);
+    if (p->max)
+        pthread_cond_destroy(&p->freed);
+}
+
+/* Closes idle connections: all of them (the database was lost), or those idle too long.
+ * Called with pool_lock held; the closes are quick (a socket close). */
+static void pool_trim(store *s, pg_pool *p, bool all)
+{
+    int64_t cutoff = clock_ns() - s->opt.idle_timeout_ms * 1000000;
+    int keep = 0;
+    for (int i = 0; i < p->idle_count; i++) {
+        if (all || p->idle_since_ns[i] < cutoff || db_tag(p->idle[i]) != s->generation) {
+            db_close(p->idle[i]);
+            p->open--;
+        } else {
+            p->idle[keep] = p->idle[i];
+            p->idle_since_ns[keep++] = p->idle_since_ns[i];
+        }
+    }
+    p->idle_count = keep;
+    pthread_cond_broadcast(&p->freed);
+}
+
+/* With pool_lock held: the database was lost. */
+static void mark_down(store *s, const char *error)
+{
+    s->generation++;
+    pool_trim(s, &s->writer_pool, true);
+    pool_trim(s, &s->reader_pool, true);
+    if (error)
+        snprintf(s->last_error, sizeof s->last_error, "%s", error);
+    if (atomic_exchange(&s->up, false)) {
+        s->down_since_ns = clock_ns();
+        s->backoff_ms = BACKOFF_FIRST_MS;
+        s->next_probe_ns = 0; /* the first reconnection attempt is immediate */
+        log_line("error", "database connection lost", s->last_error, -1);
+    }
+}
+
+static int first_connect(store *s, db_conn *db, char *err, size_t errlen)
+{
+    if (store_migrate(db, err, errlen) != 0)
+        return -1;
+    if (s->opt.on_first_connect && s->opt.on_first_connect(db, s->opt.on_first_connect_arg) != 0) {
+        snprintf(err, errlen, "start-up work on the database failed: %s", db_last_error(db));
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens a connection, outside pool_lock. The first that works after a loss (or at start)
+ * brings the store up; a failure while down pushes the next attempt back. */
+static db_conn *pg_connect(store *s)
+{
+    char err[256];
+    db_conn *c = db_open_pg(s->url, &s->settings, err, sizeof err);
+    pthread_mutex_lock(&s->pool_lock);
+    bool need_bootstrap = c && !s->bootstrapped;
+    pthread_mutex_unlock(&s->pool_lock);
+    if (need_bootstrap && first_connect(s, c, err, sizeof err) != 0) {
+        db_close(c);
+        c = NULL;
+    }
+    pthread_mutex_lock(&s->pool_lock);
+    if (c) {
+        s->bootstrapped = true;
+        db_set_tag(c, s->generation);
+        if (!atomic_exchange(&s->up, true) && s->down_since_ns)
+            log_line("info", "database connection restored", NULL,
+                     (clock_ns() - s->down_since_ns) / 1000000);
+    } else if (!atomic_load(&s->up)) {
+        /* still down: the next attempt waits longer (the loss was logged once already) */
+        snprintf(s->last_error, sizeof s->last_error, "%s", err);
+        s->next_probe_ns = clock_ns() + s->backoff_ms * 1000000;
+        s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+    }
+    /* up, but a new connection was refused (the server's max_connections, say): this caller
+     * fails; the connections already open go on serving */
+    pthread_mutex_unlock(&s->pool_lock);
+    return c;
+}
+
+/* A connection from pool p, or NULL with the reason noted on the thread: the database is down
+ * (and no reconnection attempt is due, or it failed), or none came free within the pool
+ * timeout. */
+static db_conn *pool_take(store *s, pg_pool *p)
+{
+    int64_t deadline = clock_ns() + s->opt.pool_timeout_ms * 1000000;
+    pthread_mutex_lock(&s->pool_lock);
+    for (;;) {
+        bool up = atomic_load(&s->up);
+        if (!up && (s->probing || clock_ns() < s->next_probe_ns)) {
+            pthread_mutex_unlock(&s->pool_lock);
+            db_note_failure(DB_FAILURE_UNAVAILABLE);
+            return NULL;
+        }
+        if (up && p->idle_count) {
+            db_conn *c = p->idle[--p->idle_count];
+            if (db_tag(c) == s->generation && db_idle_alive(c)) {
+                pthread_mutex_unlock(&s->pool_lock);
+                return c;
+            }
+            /* opened before the database was lost, or closed by the server while idle: the
+             * others are likely gone too, so the store goes down and reconnects */
+            char error[256];
+            snprintf(error, sizeof error, "%s", db_last_error(c));
+            bool current = db_tag(c) == s->generation;
+            db_close(c);
+            p->open--;
+            if (current)
+                mark_down(s, error);
+            continue;
+        }
+        if (p->open < p->max) {
+            p->open++;
+            if (!up)
+                s->probing = true;
+            pthread_mutex_unlock(&s->pool_lock);
+            db_conn *c = pg_connect(s);
+            pthread_mutex_lock(&s->pool_lock);
+            if (!up)
+                s->probing = false;
+            if (!c) {
+                p->open--;
+                pthread_cond_broadcast(&p->freed);
+                pthread_mutex_unlock(&s->pool_lock);
+                db_note_failure(DB_FAILURE_UNAVAILABLE);
+                return NULL;
+            }
+            pthread_mutex_unlock(&s->pool_lock);
+            return c;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        int64_t left = deadline - clock_ns();
+        if (left <= 0) {
+            pthread_mutex_unlock(&s->pool_lock);
+            db_note_failure(DB_FAILURE_TIMEOUT);
+            return NULL;
+        }
+        int64_t ns = until.tv_nsec + left;
+        until.tv_sec += ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&p->freed, &s->pool_lock, &until);
+    }
+}
+
+/* Back to the pool; a broken connection is closed and the database marked lost. */
+static void pool_give(store *s, pg_pool *p, db_conn *c)
+{
+    pthread_mutex_lock(&s->pool_lock);
+    if (db_broken(c)) {
+        char error[256];
+        snprintf(error, sizeof error, "%s", db_last_error(c));
+        db_close(c);
+        p->open--;
+        if (db_tag(c) == s->generation)
+            mark_down(s, error);
+    } else if (db_tag(c) != s->generation) {
+        db_close(c);
+        p->open--;
+    } else {
+        p->idle[p->idle_count] = c;
+        p->idle_since_ns[p->idle_count++] = clock_ns();
+        pool_trim(s, p, false);
+    }
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&s->pool_lock);
+}
+
+bool store_available(store *s)
+{
+    return s->kind == DB_SQLITE || atomic_load(&s->up);
+}
+
+bool store_probe(store *s)
+{
+    if (s->kind == DB_SQLITE || atomic_load(&s->up))
+        return true;
+    db_conn *c = pool_take(s, &s->reader_pool);
+    if (c)
+        pool_give(s, &s->reader_pool, c);
+    return atomic_load(&s->up);
+}
+
+static int pg_start(store *s, char *err, size_t errlen)
+{
+    int budget = s->opt.max_connections > 0 ? s->opt.max_connections : 2 * s->opt.writer_conns;
+    if (budget < 2)
+        budget = 2;
+    int writers = s->opt.max_connections > 0 ? budget / 2 : s->opt.writer_conns;
+    pool_init(&s->writer_pool, "writer", writers);
+    pool_init(&s->reader_pool, "reader", budget - writers);
+    s->settings = (db_pg_settings){
+        .application_name = s->application_name[0] ? s->application_name : NULL,
+        .connect_timeout_s = 3,
+        .statement_timeout_ms = s->opt.statement_timeout_ms,
+        .lock_timeout_ms = s->opt.lock_timeout_ms,
+    };
+    s->backoff_ms = BACKOFF_FIRST_MS;
+    s->down_since_ns = clock_ns();
+    /* the first connection migrates the schema; at start it is the caller's to see fail */
+    s->writer_pool.open++;
+    db_conn *first = db_open_pg(s->url, &s->settings, err, errlen);
+    if (first && first_connect(s, first, err, errlen) != 0) {
+        db_close(first);
+        first = NULL;
+    }
+    if (!first) {
+        s->writer_pool.open--;
+        if (!s->opt.wait_for_database)
+            return -1;
+        snprintf(s->last_error, sizeof s->last_error, "%s", err);
+        log_line("error", "database unavailable at start; retrying", err, -1);
+        s->next_probe_ns = clock_ns() + s->backoff_ms * 1000000;
+        return 0;
+    }
+    s->bootstrapped = true;
+    atomic_store(&s->up, true);
+    pool_give(s, &s->writer_pool, first);
+    return 0;
+}
+
 store *store_open(const store_options *opt, char *err, size_t errlen)
 {
     store *s = calloc(1, sizeof *s);
@@ -146,40 +446,44 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         s->opt.max_batch = 1;
     if (s->opt.writer_conns < 1)
         s->opt.writer_conns = 8;
+    if (s->opt.pool_timeout_ms <= 0)
+        s->opt.pool_timeout_ms = 5000;
+    if (s->opt.idle_timeout_ms <= 0)
+        s->opt.idle_timeout_ms = 60000;
     snprintf(s->url, sizeof s->url, "%s", opt->url);
     s->opt.url = s->url;
+    if (opt->application_name)
+        snprintf(s->application_name, sizeof s->application_name, "%s", opt->application_name);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->pool_lock, NULL);
     pthread_cond_init(&s->has_work, NULL);
-    pthread_cond_init(&s->pool_has_free, NULL);
     pthread_key_create(&s->reader_key, NULL); /* readers are closed by store_close */
 
+    if (db_is_postgres_url(s->url)) {
+        s->kind = DB_POSTGRES;
+        if (pg_start(s, err, errlen) != 0) {
+            store_close(s);
+            return NULL;
+        }
+        return s;
+    }
     db_conn *first = db_open(s->url, false, err, errlen);
     if (!first) {
         store_close(s);
         return NULL;
     }
-    s->kind = db_kind_of(first);
-    if (store_migrate(first, err, errlen) != 0) {
+    s->kind = DB_SQLITE;
+    if (store_migrate(first, err, errlen) != 0 ||
+        (opt->on_first_connect && opt->on_first_connect(first, opt->on_first_connect_arg) != 0)) {
+        if (!err[0])
+            snprintf(err, errlen, "start-up work on the database failed");
         db_close(first);
         store_close(s);
         return NULL;
     }
-    if (s->kind == DB_SQLITE) {
-        s->writer_db = first;
-        pthread_create(&s->writer, NULL, writer_main, s);
-        s->writer_started = true;
-    } else {
-        s->pool = calloc((size_t)s->opt.writer_conns, sizeof *s->pool);
-        s->pool[s->pool_free++] = first;
-        while (s->pool_free < s->opt.writer_conns) {
-            db_conn *c = db_open(s->url, false, err, errlen);
-            if (!c) {
-                store_close(s);
-                return NULL;
-            }
-            s->pool[s->pool_free++] = c;
-        }
-    }
+    s->writer_db = first;
+    pthread_create(&s->writer, NULL, writer_main, s);
+    s->writer_started = true;
     return s;
 }
 
@@ -195,33 +499,39 @@ void store_close(store *s)
         pthread_join(s->writer, NULL);
     }
     db_close(s->writer_db);
-    for (int i = 0; i < s->pool_free; i++)
-        db_close(s->pool[i]);
-    free(s->pool);
+    pool_destroy(&s->writer_pool);
+    pool_destroy(&s->reader_pool);
     for (int i = 0; i < s->reader_count; i++)
         db_close(s->readers[i]);
     pthread_key_delete(s->reader_key);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->has_work);
-    pthread_cond_destroy(&s->pool_has_free);
     free(s);
 }
 
-/* PostgreSQL: the job is one transaction on a pooled connection; serialization failures and
- * deadlocks are retried, since the job is a pure function of its context. */
+/* PostgreSQL: the job is one transaction on a pooled connection. Serialization failures and
+ * deadlocks are retried, since the job is a pure function of its context; so is a connection
+ * lost before COMMIT was sent (nothing was kept), once, on a fresh connection. A connection
+ * lost during COMMIT leaves the outcome unknown: the job fails and the caller's retry, keyed
+ * by its Idempotency-Key, settles it. */
 static int pg_write(store *s, write_job_fn fn, void *ctx)
 {
     pthread_mutex_lock(&s->lock);
     s->depth++;
-    while (s->pool_free == 0)
-        pthread_cond_wait(&s->pool_has_free, &s->lock);
-    db_conn *db = s->pool[--s->pool_free];
+    pthread_mutex_unlock(&s->lock);
+    db_conn *db = pool_take(s, &s->writer_pool);
+    pthread_mutex_lock(&s->lock);
     s->depth--;
     pthread_mutex_unlock(&s->lock);
+    if (!db)
+        return STORE_FAILED;
 
     int result = STORE_FAILED;
+    bool reconnected = false;
+    db_failure before = db_thread_failure();
     for (int attempt = 0; attempt < PG_ATTEMPTS; attempt++) {
-        if (attempt > 0) {
+        if (attempt > 0 && result == DB_BUSY) {
             /* a deadlock or serialization failure: the other transaction went on; step aside
              * for a short, random while so the two do not collide again in lockstep */
             uint8_t r;
@@ -229,27 +539,46 @@ static int pg_write(store *s, write_job_fn fn, void *ctx)
             struct timespec pause = {0, (long)(1 + r % 4) * attempt * 1000000L};
             nanosleep(&pause, NULL);
         }
-        if (db_exec(db, "BEGIN", "") != DB_DONE)
-            break;
-        result = fn(db, ctx);
-        if (result == 0) {
-            db_status rc = db_exec(db, "COMMIT", "");
-            if (rc == DB_DONE)
-                break;
-            result = rc == DB_BUSY ? DB_BUSY : STORE_FAILED;
+        bool committing = false;
+        if (db_exec(db, "BEGIN", "") != DB_DONE) {
+            result = STORE_FAILED;
         } else {
-            db_exec(db, "ROLLBACK", "");
+            result = fn(db, ctx);
+            if (result == 0) {
+                committing = true;
+                db_status rc = db_exec(db, "COMMIT", "");
+                if (rc == DB_DONE)
+                    break;
+                result = rc == DB_BUSY ? DB_BUSY : STORE_FAILED;
+            } else if (!db_broken(db)) {
+                db_exec(db, "ROLLBACK", "");
+            }
+        }
+        if (db_broken(db)) {
+            result = STORE_FAILED;
+            pool_give(s, &s->writer_pool, db);
+            db = NULL;
+            if (committing || reconnected)
+                break;
+            reconnected = true;
+            db = pool_take(s, &s->writer_pool);
+            if (!db)
+                break;
+            /* the retry on a working connection decides the outcome, not the lost one */
+            db_thread_failure_reset();
+            db_note_failure(before);
+            continue;
         }
         if (result != DB_BUSY)
             break;
     }
+    if (db)
+        pool_give(s, &s->writer_pool, db);
 
     pthread_mutex_lock(&s->lock);
-    s->pool[s->pool_free++] = db;
     s->stats.jobs++;
     s->stats.batches++;
     s->stats.batch_size_buckets[0]++;
-    pthread_cond_signal(&s->pool_has_free);
     pthread_mutex_unlock(&s->lock);
     return result;
 }
@@ -294,11 +623,16 @@ db_conn *store_reader(store *s)
     db_conn *c = pthread_getspecific(s->reader_key);
     if (c)
         return c;
+    if (s->kind == DB_POSTGRES) {
+        c = pool_take(s, &s->reader_pool);
+        if (c)
+            pthread_setspecific(s->reader_key, c);
+        return c;
+    }
     char err[256];
-    c = db_open(s->url, s->kind == DB_SQLITE, err, sizeof err);
+    c = db_open(s->url, true, err, sizeof err);
     if (!c) {
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot open reader\",\"error\":\"%s\"}\n",
-                err);
+        log_line("error", "cannot open reader", err, -1);
         return NULL;
     }
     pthread_mutex_lock(&s->lock);
@@ -313,8 +647,23 @@ db_conn *store_reader(store *s)
     return c;
 }
 
+void store_thread_done(store *s)
+{
+    if (s->kind != DB_POSTGRES)
+        return; /* SQLite readers stay with their thread: opening one costs more than a read */
+    db_conn *c = pthread_getspecific(s->reader_key);
+    if (!c)
+        return;
+    pthread_setspecific(s->reader_key, NULL);
+    pool_give(s, &s->reader_pool, c);
+}
+
 void store_release_reader(store *s)
 {
+    if (s->kind == DB_POSTGRES) {
+        store_thread_done(s);
+        return;
+    }
     db_conn *c = pthread_getspecific(s->reader_key);
     if (!c)
         return;
@@ -355,15 +704,33 @@ static int load_or_create_secret(db_conn *db, void *arg)
     return rc;
 }
 
+static void secret_from_hex(const secret_job *job, uint8_t out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        sscanf(job->hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
 int store_secret(store *s, const char *name, uint8_t out[32])
 {
     secret_job job = {.name = name};
     if (store_write(s, load_or_create_secret, &job) != 0)
         return -1;
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        sscanf(job.hex + 2 * i, "%2x", &v);
-        out[i] = (uint8_t)v;
+    secret_from_hex(&job, out);
+    return 0;
+}
+
+int store_secret_on(db_conn *db, const char *name, uint8_t out[32])
+{
+    secret_job job = {.name = name};
+    if (db_exec(db, "BEGIN", "") != DB_DONE)
+        return -1;
+    if (load_or_create_secret(db, &job) != 0 || db_exec(db, "COMMIT", "") != DB_DONE) {
+        db_exec(db, "ROLLBACK", "");
+        return -1;
     }
+    secret_from_hex(&job, out);
     return 0;
 }
