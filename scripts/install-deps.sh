@@ -3,8 +3,9 @@
 # machine spends no time here. Uses sudo only when not already root.
 set -euo pipefail
 build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
-       libcurl4-openssl-dev libpq-dev)
-test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev)
+       libcurl4-openssl-dev libpq-dev libhiredis-dev)
+test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev redis-server
+      haproxy)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;

@@ -14,6 +14,7 @@
 #include "processor/http_processor.h"
 #include "processor/processor.h"
 #include "server/app.h"
+#include "server/limits_redis.h"
 #include "server/signals.h"
 #include "server/auth.h"
 #include "server/dev.h"
@@ -274,6 +275,11 @@ static int cmd_serve(int argc, char **argv)
     a.auth = auth_cache_create();
     a.metrics = metrics_create();
     a.limiter = gcra_table_create(64, 16384);
+    if (a.cfg.rate_limit_store[0] &&
+        !(a.rate_store = rate_store_create(a.cfg.rate_limit_store, err, sizeof err))) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 2;
+    }
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     if (http_server_start(&a, err, sizeof err) != 0) {
@@ -296,6 +302,7 @@ static int cmd_serve(int argc, char **argv)
     auth_cache_free(a.auth);
     metrics_free(a.metrics);
     gcra_table_free(a.limiter);
+    rate_store_free(a.rate_store);
     fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
     return 0;
 }

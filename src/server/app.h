@@ -15,6 +15,7 @@ struct auth_cache;
 struct metrics;
 struct worker_pool;
 struct conn_guard;
+struct rate_store;
 
 typedef struct app {
     payd_config cfg;
@@ -23,6 +24,7 @@ typedef struct app {
     struct processor *processor;
     struct auth_cache *auth;
     gcra_table *limiter;
+    struct rate_store *rate_store; /* NULL: rate limits are this node's own */
     gcra_policy default_rate;
     struct metrics *metrics;
     uint8_t cursor_key[32];
