@@ -266,7 +266,11 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     if (a.cfg.workers == 0)
-        a.cfg.workers = store_kind(a.store) == DB_SQLITE ? 64 : 16;
+        a.cfg.workers = 64;
+    /* reads run on the HTTP threads; on PostgreSQL each waits a network round trip, so more
+     * threads than cores keep the database busy (measured: list pages 1.6x at 4 per core) */
+    if (a.cfg.threads == 0 && store_kind(a.store) == DB_POSTGRES)
+        a.cfg.threads = 4 * sysconf(_SC_NPROCESSORS_ONLN);
     a.processor = processor_create(&a, a.cfg.processor, err, sizeof err);
     if (!a.processor) {
         fprintf(stderr, "payd: %s\n", err);

@@ -157,13 +157,14 @@ static int record_payment(db_conn *db, void *arg)
     if (rc == DB_CONSTRAINT) /* another payment of this order won the race */
         return DB_CONSTRAINT;
     if (rc != DB_DONE)
-        return -1;
+        return rc; /* not -1: that is DB_CONSTRAINT, which voids the charge */
     if (approved) {
-        if (db_exec(db,
-                    "UPDATE accounts SET balance = balance + $2, version = version + 1, "
-                    "updated_at = $3 WHERE id = $1",
-                    "iii", (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
-            return -1;
+        rc = db_exec(db,
+                     "UPDATE accounts SET balance = balance + $2, version = version + 1, "
+                     "updated_at = $3 WHERE id = $1",
+                     "iii", (int64_t)p->account_id, p->amount, p->created_at);
+        if (rc != DB_DONE)
+            return rc; /* a lock timeout, a lost connection: in doubt, never a constraint */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "

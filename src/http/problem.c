@@ -58,6 +58,8 @@ static const problem_def problems[ERR_COUNT] = {
     /* the database went away mid-request: what was written is unknown, so a claimed key stays
      * for the retry to resume */
     [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},
+    /* a lock or statement timeout after the key was claimed: as above, the retry resumes */
+    [ERR_DATABASE_TIMEOUT] = {503, "database_timeout", "Database busy", KEY_UNLOCK},
     [ERR_INTERNAL] = {500, "internal_error", "Internal error", KEY_UNLOCK},
 };
 

@@ -44,6 +44,7 @@ typedef enum payd_error {
     ERR_SHUTTING_DOWN,
     ERR_NOT_READY,
     ERR_DATABASE_UNAVAILABLE,
+    ERR_DATABASE_TIMEOUT,
     ERR_INTERNAL,
     ERR_COUNT
 } payd_error;

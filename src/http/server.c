@@ -146,6 +146,9 @@ static bool database_failure_reply(request *req)
     if (f == DB_FAILURE_UNAVAILABLE)
         reply_error(req, ERR_DATABASE_UNAVAILABLE,
                     "the database cannot be reached right now; retry shortly");
+    else if (req->idem) /* a claimed key may have moved money: it must stay for the retry */
+        reply_error(req, ERR_DATABASE_TIMEOUT,
+                    "a database lock or statement timed out; retry with the same key");
     else
         reply_error(req, ERR_OVERLOADED, "the database is too busy right now; retry shortly");
     return true;

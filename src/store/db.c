@@ -31,6 +31,7 @@ struct db_conn {
     PGconn *pg;
     int64_t changes;
     int64_t tag;
+    bool busy_seen; /* a deadlock or serialization failure since db_clear_busy */
     db_stmt cache[STMT_CACHE_SIZE];
     db_stmt scratch; /* PostgreSQL: the one statement in use (results are not nested) */
     char error[256];
@@ -49,6 +50,16 @@ db_kind db_kind_of(const db_conn *c)
 const char *db_last_error(db_conn *c)
 {
     return c->error;
+}
+
+void db_clear_busy(db_conn *c)
+{
+    c->busy_seen = false;
+}
+
+bool db_saw_busy(db_conn *c)
+{
+    return c->busy_seen;
 }
 
 void db_set_tag(db_conn *c, int64_t tag)
@@ -183,8 +194,10 @@ static db_status pg_status(db_conn *c, PGresult *r)
         }
         if (starts_with(state, "23"))
             return DB_CONSTRAINT;
-        if (!strcmp(state, "40001") || !strcmp(state, "40P01"))
+        if (!strcmp(state, "40001") || !strcmp(state, "40P01")) {
+            c->busy_seen = true;
             return DB_BUSY;
+        }
         /* 57014 statement_timeout (or a cancel), 55P03 lock_timeout */
         if (!strcmp(state, "57014") || !strcmp(state, "55P03")) {
             db_note_failure(DB_FAILURE_TIMEOUT);

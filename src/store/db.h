@@ -46,6 +46,9 @@ bool db_is_postgres_url(const char *url);
 bool db_broken(db_conn *c);
 /* For a connection that sat idle: false if the server closed it meanwhile (no round trip). */
 bool db_idle_alive(db_conn *c);
+/* Whether a statement met a deadlock or serialization failure since db_clear_busy. */
+void db_clear_busy(db_conn *c);
+bool db_saw_busy(db_conn *c);
 /* A caller's tag on the connection (the store keeps the pool generation it was opened in). */
 void db_set_tag(db_conn *c, int64_t tag);
 int64_t db_tag(const db_conn *c);

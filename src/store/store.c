@@ -13,6 +13,8 @@ typedef struct write_job {
     write_job_fn fn;
     void *ctx;
     int result;
+    db_failure failure; /* PostgreSQL: why the database failed it, for the caller's thread */
+    int64_t queued_ns;  /* PostgreSQL: a job that waited past the pool timeout is refused */
     sem_t *done;
     struct write_job *next;
 } write_job;
@@ -44,6 +46,8 @@ struct store {
     bool stopping;
     pthread_t writer;
     bool writer_started;
+    pthread_t *pg_writers; /* PostgreSQL: one batch writer per write connection */
+    int pg_writer_count;
     db_conn *writer_db;
 
     /* PostgreSQL: writers (one transaction per job) and readers, one budget, under pool_lock */
@@ -133,6 +137,9 @@ finished:
         sem_post(jobs[i]->done);
 }
 
+static void pg_run_batch(store *s, write_job **jobs, int n);
+static void pg_start_writers(store *s);
+
 static void *writer_main(void *arg)
 {
     store *s = arg;
@@ -154,7 +161,10 @@ static void *writer_main(void *arg)
             s->tail = NULL;
         s->depth -= n;
         pthread_mutex_unlock(&s->lock);
-        run_batch(s, batch, n);
+        if (s->kind == DB_POSTGRES)
+            pg_run_batch(s, batch, n);
+        else
+            run_batch(s, batch, n);
     }
     free(batch);
     return NULL;
@@ -465,6 +475,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
             store_close(s);
             return NULL;
         }
+        pg_start_writers(s);
         return s;
     }
     db_conn *first = db_open(s->url, false, err, errlen);
@@ -491,12 +502,16 @@ void store_close(store *s)
 {
     if (!s)
         return;
-    if (s->writer_started) {
+    if (s->writer_started || s->pg_writer_count) {
         pthread_mutex_lock(&s->lock);
         s->stopping = true;
-        pthread_cond_signal(&s->has_work);
+        pthread_cond_broadcast(&s->has_work);
         pthread_mutex_unlock(&s->lock);
-        pthread_join(s->writer, NULL);
+        if (s->writer_started)
+            pthread_join(s->writer, NULL);
+        for (int i = 0; i < s->pg_writer_count; i++)
+            pthread_join(s->pg_writers[i], NULL);
+        free(s->pg_writers);
     }
     db_close(s->writer_db);
     pool_destroy(&s->writer_pool);
@@ -510,84 +525,193 @@ void store_close(store *s)
     free(s);
 }
 
-/* PostgreSQL: the job is one transaction on a pooled connection. Serialization failures and
- * deadlocks are retried, since the job is a pure function of its context; so is a connection
- * lost before COMMIT was sent (nothing was kept), once, on a fresh connection. A connection
- * lost during COMMIT leaves the outcome unknown: the job fails and the caller's retry, keyed
- * by its Idempotency-Key, settles it. */
-static int pg_write(store *s, write_job_fn fn, void *ctx)
+/* ---- PostgreSQL: group commit ----
+ *
+ * Each write connection has a writer thread that takes every queued job (up to max_batch) and
+ * runs them in one transaction, each inside its own SAVEPOINT, committing once: one WAL flush
+ * for the batch instead of one per job. A job that fails has only its savepoint rolled back.
+ * A job that hits a deadlock or serialization failure is rolled back to its savepoint and run
+ * again in a batch of its own after the commit (re-running it at once would wait on the locks
+ * its own batch holds); a COMMIT that fails that way retries the whole batch. Jobs are pure
+ * functions of their context, so running one again is safe. A connection lost before COMMIT
+ * was sent kept nothing: the batch runs again once on a fresh connection. One lost during
+ * COMMIT leaves the outcome unknown: its jobs fail, and each caller's retry, keyed by its
+ * Idempotency-Key, settles it. */
+
+static void pg_pause(int attempt)
+{
+    /* step aside for a short, random while so two transactions do not collide in lockstep */
+    uint8_t r;
+    RAND_bytes(&r, 1);
+    struct timespec pause = {0, (long)(1 + r % 4) * attempt * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+typedef enum { BATCH_COMMITTED, BATCH_BUSY, BATCH_LOST, BATCH_IN_DOUBT, BATCH_FAILED } batch_end;
+
+/* One attempt at jobs[0..n) on db. Sets each job's result; busy[i] marks jobs to run again. */
+static batch_end pg_try_batch(db_conn *db, write_job **jobs, int n, bool *busy)
+{
+    bool savepoints = n > 1;
+    /* savepoint boundaries share a round trip with the statement before them */
+    if (db_exec_script(db, savepoints ? "BEGIN; SAVEPOINT job" : "BEGIN") != DB_DONE)
+        return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
+    for (int i = 0; i < n; i++) {
+        bool last = i == n - 1;
+        busy[i] = false;
+        db_clear_busy(db);
+        db_failure before = db_thread_failure();
+        db_thread_failure_reset();
+        int result = jobs[i]->fn(db, jobs[i]->ctx);
+        jobs[i]->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
+        db_note_failure(before);
+        if (db_broken(db))
+            return BATCH_LOST;
+        /* a deadlock or serialization failure the job reported as a plain failure is still
+         * one: the job runs again */
+        if (result != 0 && db_saw_busy(db))
+            result = DB_BUSY;
+        if (!savepoints) {
+            jobs[i]->result = result;
+            if (result != 0) {
+                db_exec(db, "ROLLBACK", "");
+                return result == DB_BUSY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
+            }
+            break;
+        }
+        /* RELEASE fails when the job swallowed an error that aborted its savepoint: then
+         * nothing it did can be kept */
+        if (result != 0 ||
+            db_exec_script(db, last ? "RELEASE job" : "RELEASE job; SAVEPOINT job") != DB_DONE) {
+            if (db_exec_script(db, last ? "ROLLBACK TO job; RELEASE job"
+                                        : "ROLLBACK TO job; RELEASE job; SAVEPOINT job") != DB_DONE)
+                return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
+            if (result == 0)
+                result = STORE_FAILED;
+        }
+        jobs[i]->result = result;
+        busy[i] = result == DB_BUSY;
+    }
+    db_status rc = db_exec(db, "COMMIT", "");
+    if (rc == DB_DONE)
+        return BATCH_COMMITTED;
+    if (db_broken(db))
+        return BATCH_IN_DOUBT;
+    db_exec(db, "ROLLBACK", "");
+    return rc == DB_BUSY ? BATCH_BUSY : BATCH_FAILED;
+}
+
+static void pg_finish_jobs(store *s, write_job **jobs, int n, int batches)
 {
     pthread_mutex_lock(&s->lock);
-    s->depth++;
+    s->stats.jobs += n;
+    s->stats.batches += batches;
+    s->stats.batch_size_buckets[batch_bucket(n)] += batches;
     pthread_mutex_unlock(&s->lock);
-    db_conn *db = pool_take(s, &s->writer_pool);
-    pthread_mutex_lock(&s->lock);
-    s->depth--;
-    pthread_mutex_unlock(&s->lock);
-    if (!db)
-        return STORE_FAILED;
+    for (int i = 0; i < n; i++)
+        sem_post(jobs[i]->done);
+}
 
-    int result = STORE_FAILED;
-    bool reconnected = false;
-    db_failure before = db_thread_failure();
-    for (int attempt = 0; attempt < PG_ATTEMPTS; attempt++) {
-        if (attempt > 0 && result == DB_BUSY) {
-            /* a deadlock or serialization failure: the other transaction went on; step aside
-             * for a short, random while so the two do not collide again in lockstep */
-            uint8_t r;
-            RAND_bytes(&r, 1);
-            struct timespec pause = {0, (long)(1 + r % 4) * attempt * 1000000L};
-            nanosleep(&pause, NULL);
-        }
-        bool committing = false;
-        if (db_exec(db, "BEGIN", "") != DB_DONE) {
-            result = STORE_FAILED;
+static void pg_run_batch(store *s, write_job **jobs, int n)
+{
+    /* jobs that waited longer than a request may wait for a connection are answered at once
+     * (503 overloaded): the writers are behind, and they would only fall further behind */
+    int64_t too_old = clock_ns() - s->opt.pool_timeout_ms * 1000000;
+    int fresh = 0;
+    for (int i = 0; i < n; i++) {
+        if (jobs[i]->queued_ns < too_old) {
+            jobs[i]->result = STORE_FAILED;
+            jobs[i]->failure = DB_FAILURE_TIMEOUT;
+            sem_post(jobs[i]->done);
         } else {
-            result = fn(db, ctx);
-            if (result == 0) {
-                committing = true;
-                db_status rc = db_exec(db, "COMMIT", "");
-                if (rc == DB_DONE)
-                    break;
-                result = rc == DB_BUSY ? DB_BUSY : STORE_FAILED;
-            } else if (!db_broken(db)) {
-                db_exec(db, "ROLLBACK", "");
-            }
+            jobs[fresh++] = jobs[i];
         }
-        if (db_broken(db)) {
-            result = STORE_FAILED;
-            pool_give(s, &s->writer_pool, db);
-            db = NULL;
-            if (committing || reconnected)
-                break;
-            reconnected = true;
-            db = pool_take(s, &s->writer_pool);
-            if (!db)
-                break;
-            /* the retry on a working connection decides the outcome, not the lost one */
-            db_thread_failure_reset();
-            db_note_failure(before);
+    }
+    n = fresh;
+    if (n == 0)
+        return;
+    bool *busy = calloc((size_t)n, sizeof *busy);
+    write_job **again = calloc((size_t)n, sizeof *again);
+    int batches = 0;
+    bool reconnected = false;
+    int attempt = 0;
+    for (int i = 0; i < n; i++) {
+        jobs[i]->result = STORE_FAILED;
+        jobs[i]->failure = DB_FAILURE_NONE;
+    }
+    write_job **todo = jobs;
+    int count = n;
+    while (count > 0) {
+        db_thread_failure_reset();
+        db_conn *db = pool_take(s, &s->writer_pool);
+        if (!db) {
+            for (int i = 0; i < count; i++) {
+                todo[i]->result = STORE_FAILED;
+                todo[i]->failure = db_thread_failure();
+            }
+            break;
+        }
+        batch_end end = pg_try_batch(db, todo, count, busy);
+        db_failure failure = db_thread_failure();
+        if (end == BATCH_FAILED || end == BATCH_IN_DOUBT)
+            log_line("error", "write batch failed", db_last_error(db), -1);
+        pool_give(s, &s->writer_pool, db);
+        batches++;
+        if (end == BATCH_LOST && !reconnected) {
+            reconnected = true; /* nothing was kept: once more on a fresh connection */
             continue;
         }
-        if (result != DB_BUSY)
+        if (end == BATCH_BUSY && ++attempt < PG_ATTEMPTS) {
+            pg_pause(attempt);
+            continue;
+        }
+        if (end != BATCH_COMMITTED) {
+            pthread_mutex_lock(&s->lock);
+            s->stats.failed_commits++;
+            pthread_mutex_unlock(&s->lock);
+            for (int i = 0; i < count; i++) {
+                if (end != BATCH_BUSY)
+                    todo[i]->result = STORE_FAILED;
+                db_failure f = failure != DB_FAILURE_NONE                   ? failure
+                               : end == BATCH_LOST || end == BATCH_IN_DOUBT ? DB_FAILURE_UNAVAILABLE
+                                                                            : DB_FAILURE_NONE;
+                if (f > todo[i]->failure)
+                    todo[i]->failure = f;
+            }
             break;
+        }
+        /* committed: the jobs that met a deadlock run again, on their own */
+        int next = 0;
+        for (int i = 0; i < count; i++)
+            if (busy[i] && count > 1)
+                again[next++] = todo[i];
+        if (next == 0 || ++attempt >= PG_ATTEMPTS)
+            break;
+        pg_pause(attempt);
+        todo = again; /* may already be again itself: next never overtakes i above */
+        count = next;
     }
-    if (db)
-        pool_give(s, &s->writer_pool, db);
+    free(busy);
+    free(again);
+    pg_finish_jobs(s, jobs, n, batches);
+}
 
-    pthread_mutex_lock(&s->lock);
-    s->stats.jobs++;
-    s->stats.batches++;
-    s->stats.batch_size_buckets[0]++;
-    pthread_mutex_unlock(&s->lock);
-    return result;
+static void pg_start_writers(store *s)
+{
+    s->pg_writer_count = s->writer_pool.max;
+    s->pg_writers = calloc((size_t)s->pg_writer_count, sizeof *s->pg_writers);
+    for (int i = 0; i < s->pg_writer_count; i++)
+        pthread_create(&s->pg_writers[i], NULL, writer_main, s);
 }
 
 int store_write(store *s, write_job_fn fn, void *ctx)
 {
-    if (s->kind == DB_POSTGRES)
-        return pg_write(s, fn, ctx);
+    /* PostgreSQL: a reader this thread holds goes back to the pool while it waits, so waiting
+     * writers do not hold the read budget (the handler asks store_reader again afterwards) */
+    store_thread_done(s);
     write_job job = {.fn = fn, .ctx = ctx, .done = thread_semaphore()};
+    if (s->kind == DB_POSTGRES)
+        job.queued_ns = clock_ns();
     pthread_mutex_lock(&s->lock);
     if (s->tail)
         s->tail->next = &job;
@@ -599,6 +723,7 @@ int store_write(store *s, write_job_fn fn, void *ctx)
     pthread_mutex_unlock(&s->lock);
     while (sem_wait(job.done) != 0) {
     }
+    db_note_failure(job.failure);
     return job.result;
 }
 

@@ -23,6 +23,15 @@ def per_node_connections(cl):
     return {r.split("|")[0]: int(r.split("|")[1]) for r in rows}
 
 
+def full(cl):
+    """True when PostgreSQL refuses a new connection."""
+    try:
+        cl.pg.psql("SELECT 1")
+        return False
+    except subprocess.CalledProcessError as e:
+        return "too many clients" in (e.stderr or "")
+
+
 def test_four_nodes_fit_a_small_max_connections_and_a_starved_node_is_not_ready():
     # 4 nodes x 6 = 24 of 30 connections
     cl = Cluster(nodes=4, node_args=["--db-max-connections", "6"], with_redis=False,
@@ -60,15 +69,19 @@ def test_four_nodes_fit_a_small_max_connections_and_a_starved_node_is_not_ready(
         # take every connection slot left, then start a fifth node: it has none
         used = int(cl.pg.psql("SELECT count(*) FROM pg_stat_activity "
                               "WHERE backend_type = 'client backend'"))
-        for _ in range(30 - used):
+
+        def sleeper():
             sleepers.append(subprocess.Popen(
                 [f"{cl.pg.c.bindir}/psql", "-X", "-c", "SELECT pg_sleep(60)",
                  cl.pg.url("postgres")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.time() + 10
-        while time.time() < deadline and int(cl.pg.psql(
-                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'")) \
-                < len(sleepers) - 1:
-            time.sleep(0.1)
+
+        for _ in range(30 - used - 1):
+            sleeper()
+        deadline = time.time() + 15
+        while time.time() < deadline and not full(cl):
+            sleeper()  # one more for each slot still free
+            time.sleep(0.3)
+        assert full(cl), "could not fill PostgreSQL's connection slots"
         starved = Node(cl.tmp, 5, cl.db_url, ["--db-max-connections", "6"])
         cl.nodes.append(starved)
         starved.start(wait_ready=False)
@@ -120,25 +133,30 @@ def test_lock_and_pool_timeouts_answer_503_instead_of_waiting():
         results = {}
 
         def stuck_payment():
-            results["locked"] = pay(node.port, key, acct["id"])
+            results["locked_key"] = "k-" + uuid.uuid4().hex
+            results["locked"] = pay(node.port, key, acct["id"], idem=results["locked_key"])
 
         # the one write connection waits on the lock (up to the lock timeout); meanwhile a second
-        # write finds no connection free within the pool timeout
+        # write waits for it longer than the pool timeout
         t = threading.Thread(target=stuck_payment)
         t.start()
         time.sleep(0.3)
         results["pool"] = pay(node.port, key, acct["id"])
         t.join()
 
+        # the key was claimed and the card charged: the answer keeps the key for the retry
         status, headers, body = results["locked"]
         assert status == 503 and "retry-after" in headers, (status, body)
-        assert body["code"] == "overloaded", body
+        assert body["code"] == "database_timeout", body
         status, headers, body = results["pool"]
         assert status == 503 and "retry-after" in headers, (status, body)
         assert body["code"] == "overloaded", body
 
         holder.wait(15)
         assert pay(node.port, key, acct["id"])[0] == 201  # and all is well once it lets go
+        # the stuck payment's retry, with its key, finishes it: one payment, one charge
+        status, _, body = pay(node.port, key, acct["id"], idem=results["locked_key"])
+        assert status in (201, 409), (status, body)
     finally:
         if holder and holder.poll() is None:
             holder.kill()
