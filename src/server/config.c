@@ -73,9 +73,9 @@ static const config_option options[] = {
     {"db-pool-timeout", OPT_DURATION, FIELD(db_pool_timeout_ms), "10s", 1, DAY_MS,
      "PostgreSQL: longest wait for a free pooled connection, then 503 overloaded"},
     {"db-statement-timeout", OPT_DURATION, FIELD(db_statement_timeout_ms), "30s", 0, DAY_MS,
-     "PostgreSQL: statement_timeout of payd's sessions (0: the server's setting)"},
+     "PostgreSQL: statement_timeout of payd's sessions (0s: the server's setting)"},
     {"db-lock-timeout", OPT_DURATION, FIELD(db_lock_timeout_ms), "5s", 0, DAY_MS,
-     "PostgreSQL: lock_timeout of payd's sessions (0: the server's setting); a write that waits "
+     "PostgreSQL: lock_timeout of payd's sessions (0s: the server's setting); a write that waits "
      "longer for a row lock gets 503 overloaded"},
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
      "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "

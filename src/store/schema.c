@@ -119,7 +119,13 @@ static char *dialect(const char *sql, db_kind kind)
 
 int store_migrate(db_conn *c, char *err, size_t errlen)
 {
-    if (db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    /* created only when missing: a role that may not create tables (a node's, see
+     * docs/deployment.md) can still check that the schema is current */
+    db_stmt *exists = db_query(c, "SELECT 1 FROM schema_migrations LIMIT 1", "");
+    bool have_table = db_step(exists) != DB_ERROR;
+    db_done(exists);
+    if (!have_table &&
+        db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                           "version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)") != DB_DONE) {
         snprintf(err, errlen, "migrate: %s", db_last_error(c));
         return -1;
