@@ -300,9 +300,13 @@ static db_conn *pg_connect(store *s)
         snprintf(s->last_error, sizeof s->last_error, "%s", err);
         s->next_probe_ns = clock_ns() + s->backoff_ms * 1000000;
         s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+    } else if (!strstr(err, "too many clients") && !strstr(err, "connection slots are reserved")) {
+        /* up until now, but the server cannot be reached: lost (and retried with backoff) */
+        mark_down(s, err);
+        s->next_probe_ns = clock_ns() + s->backoff_ms * 1000000;
     }
-    /* up, but a new connection was refused (the server's max_connections, say): this caller
-     * fails; the connections already open go on serving */
+    /* up, but the server refused a new connection for want of slots (its max_connections):
+     * this caller fails; the connections already open go on serving */
     pthread_mutex_unlock(&s->pool_lock);
     return c;
 }
