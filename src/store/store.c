@@ -404,16 +404,6 @@ bool store_available(store *s)
     return s->kind == DB_SQLITE || atomic_load(&s->up);
 }
 
-bool store_probe(store *s)
-{
-    if (s->kind == DB_SQLITE || atomic_load(&s->up))
-        return true;
-    db_conn *c = pool_take(s, &s->reader_pool);
-    if (c)
-        pool_give(s, &s->reader_pool, c);
-    return atomic_load(&s->up);
-}
-
 static int pg_start(store *s, char *err, size_t errlen)
 {
     int budget = s->opt.max_connections > 0 ? s->opt.max_connections : 2 * s->opt.writer_conns;

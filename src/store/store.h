@@ -71,8 +71,6 @@ void store_thread_done(store *s);
 void store_release_reader(store *s);
 /* False while the database is known to be unreachable (or has never answered). */
 bool store_available(store *s);
-/* PostgreSQL: tries to reach the database now if it is down and a retry is due; true if up. */
-bool store_probe(store *s);
 
 /* Brings the schema to the latest version. Returns 0 or -1 with err. */
 int store_migrate(db_conn *c, char *err, size_t errlen);
