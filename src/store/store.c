@@ -383,9 +383,10 @@ static void pool_give(store *s, pg_pool *p, db_conn *c)
     if (db_broken(c)) {
         char error[256];
         snprintf(error, sizeof error, "%s", db_last_error(c));
+        bool current = db_tag(c) == s->generation;
         db_close(c);
         p->open--;
-        if (db_tag(c) == s->generation)
+        if (current)
             mark_down(s, error);
     } else if (db_tag(c) != s->generation) {
         db_close(c);

@@ -277,4 +277,7 @@ class Cluster:
             self.redis.kill()
         if self.pg:
             self.pg.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if os.environ.get("PAYD_KEEP_LOGS"):  # for a post-mortem: the nodes' and haproxy's logs
+            print(f"logs kept in {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
