@@ -256,6 +256,7 @@ static int cmd_serve(int argc, char **argv)
                          .pool_timeout_ms = a.cfg.db_pool_timeout_ms,
                          .statement_timeout_ms = a.cfg.db_statement_timeout_ms,
                          .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
+                         .idle_timeout_ms = a.cfg.db_idle_timeout_ms,
                          .application_name = application_name,
                          .wait_for_database = true,
                          .on_first_connect = load_cursor_secret,

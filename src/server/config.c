@@ -78,6 +78,8 @@ static const config_option options[] = {
     {"db-lock-timeout", OPT_DURATION, FIELD(db_lock_timeout_ms), "5s", 0, DAY_MS,
      "PostgreSQL: lock_timeout of payd's sessions (0s: the server's setting); a write that waits "
      "longer for a row lock gets 503 overloaded"},
+    {"db-idle-timeout", OPT_DURATION, FIELD(db_idle_timeout_ms), "60s", 100, DAY_MS,
+     "PostgreSQL: a pooled connection idle this long is closed"},
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
      "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "
      "per node); if Redis is unreachable the node limits locally until it is back"},

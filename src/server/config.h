@@ -37,6 +37,7 @@ typedef struct payd_config {
     int64_t db_pool_timeout_ms;
     int64_t db_statement_timeout_ms;
     int64_t db_lock_timeout_ms;
+    int64_t db_idle_timeout_ms;
     char rate_limit_store[256];
 } payd_config;
 

@@ -244,8 +244,9 @@ static void pool_trim(store *s, pg_pool *p, bool all)
             p->idle_since_ns[keep++] = p->idle_since_ns[i];
         }
     }
+    if (keep < p->idle_count) /* room to open new ones: wake whoever waits for one */
+        pthread_cond_broadcast(&p->freed);
     p->idle_count = keep;
-    pthread_cond_broadcast(&p->freed);
 }
 
 /* With pool_lock held: the database was lost. */
@@ -394,7 +395,9 @@ static void pool_give(store *s, pg_pool *p, db_conn *c)
     } else {
         p->idle[p->idle_count] = c;
         p->idle_since_ns[p->idle_count++] = clock_ns();
-        pool_trim(s, p, false);
+        /* both pools: a node that stopped writing still closes its idle writers */
+        pool_trim(s, &s->writer_pool, false);
+        pool_trim(s, &s->reader_pool, false);
     }
     pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&s->pool_lock);

@@ -162,3 +162,25 @@ def test_lock_and_pool_timeouts_answer_503_instead_of_waiting():
             holder.kill()
             holder.wait()
         cl.close()
+
+
+def test_idle_connections_are_closed():
+    cl = Cluster(nodes=1, with_redis=False, node_args=["--db-idle-timeout", "1s"])
+    try:
+        node = cl.nodes[0]
+        key = cl.new_user()
+        status, _, acct = request(node.port, "POST", "/v1/accounts", key, {"currency": "USD"})
+        assert status == 201
+        threads = [threading.Thread(target=lambda: [pay(node.port, key, acct["id"])
+                                                    for _ in range(20)]) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        busy = per_node_connections(cl)["payd node 1"]
+        assert busy > 2, busy
+        time.sleep(2)
+        assert node.ready()  # a connection taken and given back closes those idle too long
+        assert per_node_connections(cl)["payd node 1"] <= 2, per_node_connections(cl)
+    finally:
+        cl.close()
