@@ -92,6 +92,7 @@ def run_failure_scenario(cl):
     # (a) PostgreSQL restarts (fast shutdown: every session is terminated)
     cl.pg.restart()
     pending, took = wait_all_ready(cl.nodes, 10)
+    print(f"all nodes ready {took:.2f} s after PostgreSQL restarted")
     assert not pending, f"nodes {pending} not ready 10 s after PostgreSQL restarted"
     time.sleep(2)
     after_restart = acked()
@@ -105,6 +106,7 @@ def run_failure_scenario(cl):
     time.sleep(8.5)
     cl.pg.start()
     pending, took = wait_all_ready(cl.nodes, 10)
+    print(f"all nodes ready {took:.2f} s after PostgreSQL came back from 10 s down")
     assert not pending, f"nodes {pending} not ready 10 s after PostgreSQL came back"
     time.sleep(2)
     after_outage = acked()
@@ -134,6 +136,12 @@ def run_failure_scenario(cl):
 
     # every acknowledged payment exists, once
     acknowledged = {k: v for p in payers for k, v in p.acked.items()}
+    tally = {}
+    for p in payers:
+        for status, _, code in p.answers:
+            name = f"{status} {code or ''}".strip()
+            tally[name] = tally.get(name, 0) + 1
+    print(f"{len(acknowledged)} payments acknowledged; answers: {tally}")
     rows = cl.pg.psql("SELECT description, count(*) FROM payments GROUP BY description",
                       cl.db).splitlines()
     counts = dict(r.split("|") for r in rows)
