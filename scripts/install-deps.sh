@@ -3,10 +3,11 @@
 # machine spends no time here. Uses sudo only when not already root.
 set -euo pipefail
 build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
-       libcurl4-openssl-dev libpq-dev)
-# chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm)
+       libcurl4-openssl-dev libpq-dev libhiredis-dev)
+# chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm);
+# redis-server and haproxy: the cluster tests
 test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev
-      mandoc man-db systemd prometheus chromium nodejs)
+      mandoc man-db systemd prometheus chromium nodejs redis-server haproxy)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;

@@ -266,7 +266,7 @@ db_conn *reader_or_reply(request *req)
     db_conn *db = store_reader(req->app->store);
     if (!db) {
         reply_header(req, "Retry-After", "1");
-        reply_error(req, ERR_NOT_READY, "the database is not available");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE, "the database is not available");
     }
     return db;
 }

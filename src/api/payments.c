@@ -158,13 +158,15 @@ static int record_payment(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc; /* DB_CONSTRAINT: the caller finds out which (the order's, or an id's) */
     if (approved) {
-        if (db_exec(db,
-                    "UPDATE accounts SET balance = balance + $2, version = version + 1, "
-                    "updated_at = $3 WHERE id = $1",
-                    "iii", (int64_t)p->account_id, p->amount, p->created_at) != DB_DONE)
-            return DB_ERROR;
-        if (stats_record_payment(db, p->account_id, p->created_at, p->amount) != DB_DONE)
-            return DB_ERROR; /* the volume rollup (api/stats.c) moves with the payment */
+        rc = db_exec(db,
+                     "UPDATE accounts SET balance = balance + $2, version = version + 1, "
+                     "updated_at = $3 WHERE id = $1",
+                     "iii", (int64_t)p->account_id, p->amount, p->created_at);
+        if (rc != DB_DONE)
+            return rc; /* a lock timeout, a lost connection: in doubt, never a constraint */
+        rc = stats_record_payment(db, p->account_id, p->created_at, p->amount);
+        if (rc != DB_DONE)
+            return rc; /* the volume rollup (api/stats.c) moves with the payment */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "

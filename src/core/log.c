@@ -52,3 +52,14 @@ void log_msg(const char *level, const char *msg)
     log_begin(&w, level, msg);
     log_end(&w);
 }
+
+void log_error(const char *level, const char *msg, const char *error)
+{
+    jsonw w;
+    log_begin(&w, level, msg);
+    if (error) {
+        jw_key(&w, "error");
+        jw_string(&w, error);
+    }
+    log_end(&w);
+}

@@ -20,5 +20,7 @@ void log_end(jsonw *w);
 void log_set_request_id(const char *request_id);
 /* A line with only a message. */
 void log_msg(const char *level, const char *msg);
+/* A line with a message and the error text that explains it (NULL: no error field). */
+void log_error(const char *level, const char *msg, const char *error);
 
 #endif

@@ -61,8 +61,11 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
     [ERR_API_KEY_IN_USE] = {409, "api_key_in_use",
                             "The API key making this request cannot revoke itself", KEY_RELEASE},
-    /* a write failed after the operation may have started (a charge made): in doubt, resumable */
+    /* the database went away mid-request: what was written is unknown, so a claimed key stays
+     * for the retry to resume */
     [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},
+    /* a lock or statement timeout after the key was claimed: as above, the retry resumes */
+    [ERR_DATABASE_TIMEOUT] = {503, "database_timeout", "Database busy", KEY_UNLOCK},
     [ERR_INTERNAL] = {500, "internal_error", "Internal error", KEY_UNLOCK},
 };
 

@@ -49,6 +49,7 @@ typedef enum payd_error {
     ERR_NOT_READY,
     ERR_API_KEY_IN_USE,
     ERR_DATABASE_UNAVAILABLE,
+    ERR_DATABASE_TIMEOUT,
     ERR_INTERNAL,
     ERR_COUNT
 } payd_error;

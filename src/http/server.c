@@ -135,10 +135,32 @@ static void log_failed_request(request *req)
     log_end(&w);
 }
 
+/* A request whose database work failed because the database was unreachable, or a statement,
+ * lock or pool timeout struck, answers 503 with Retry-After whatever its code concluded from
+ * the failed query (a 500, a 404 for a row it could not read, a 401 for a key it could not
+ * look up): the client should retry, not give up. /readyz words its own answer. */
+static bool database_failure_reply(request *req)
+{
+    db_failure f = db_thread_failure();
+    if (f == DB_FAILURE_NONE || req->error == ERR_NOT_READY)
+        return false;
+    reply_header(req, "Retry-After", "1");
+    if (f == DB_FAILURE_UNAVAILABLE)
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "the database cannot be reached right now; retry shortly");
+    else if (req->idem) /* a claimed key may have moved money: it must stay for the retry */
+        reply_error(req, ERR_DATABASE_TIMEOUT,
+                    "a database lock or statement timed out; retry with the same key");
+    else
+        reply_error(req, ERR_OVERLOADED, "the database is too busy right now; retry shortly");
+    return true;
+}
+
 void run_handler(request *req)
 {
     log_set_request_id(req->request_id);
     req->route->handler(req);
+    database_failure_reply(req);
     if (req->idem)
         idem_finish(req);
     if (req->status >= 500)
@@ -150,8 +172,12 @@ void run_handler(request *req)
 static void run_waiting_request(void *item)
 {
     request *req = item;
+    db_thread_failure_reset();
     if (!req->idem || idem_claim_or_reply(req))
         run_handler(req);
+    else
+        database_failure_reply(req);
+    store_thread_done(req->app->store);
     req->state = REQ_ANSWERED;
     atomic_fetch_sub(&req->app->in_flight, 1);
     MHD_resume_connection(req->conn);
@@ -265,6 +291,10 @@ static void admit(request *req)
     if (req->route->flags & ROUTE_AUTH) {
         /* Unknown callers are limited by address, so guessing keys is throttled too. */
         bool known = authenticate(req);
+        if (!known && db_thread_failure() != DB_FAILURE_NONE) {
+            database_failure_reply(req); /* the key could not be looked up: never a 401 */
+            return;
+        }
         if (!rate_limit_or_reply(req))
             return;
         if (!known) {
@@ -290,6 +320,12 @@ static void dispatch(request *req)
     unsigned flags = req->route->flags;
     if ((flags & ROUTE_JSON_BODY) && !parse_body_or_reply(req))
         return;
+    if ((flags & ROUTE_BLOCKING) && !app_ids_ready(a)) {
+        /* started while the database was away: no node id yet, so nothing can be written */
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE, "the database cannot be reached right now");
+        return;
+    }
     if ((flags & ROUTE_BLOCKING) && store_queue_depth(a->store) > a->cfg.max_queue) {
         reply_header(req, "Retry-After", "1");
         reply_error(req, ERR_OVERLOADED, "too many requests are waiting for the database");
@@ -437,7 +473,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return answer_and_close(req);
         }
         if (expects_continue(req)) {
+            db_thread_failure_reset();
             admit(req);
+            store_thread_done(req->app->store); /* the auth lookup's reader goes back */
             if (req->status)
                 return answer_and_close(req);
         }
@@ -469,7 +507,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             req->status = 408; /* the watchdog answered; the access log says so */
             return MHD_NO;
         }
+        db_thread_failure_reset();
         dispatch(req);
+        /* a reader taken on this thread goes back to the pool: the budget is per request */
+        store_thread_done(req->app->store);
         if (req->state == REQ_WAITING)
             return MHD_YES;
     }

@@ -272,8 +272,10 @@ void idem_recovery_pass(app *a)
         n++;
     }
     db_done(st);
+    store_thread_done(a->store); /* the reader goes back to the pool between passes */
     for (int i = 0; i < n; i++) {
         recover_one(a, &keys[i]);
+        store_thread_done(a->store);
         free(keys[i].key);
         free(keys[i].fingerprint);
         free(keys[i].method);

@@ -6,6 +6,12 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "server/lease.h"
+
+bool app_ids_ready(const app *a)
+{
+    return !a->lease || lease_held(a->lease);
+}
 
 uint64_t app_next_id(app *a)
 {
@@ -17,8 +23,7 @@ uint64_t app_next_id(app *a)
      * process; ids are never issued under an id we may no longer hold. */
     while ((rc = id_next(&a->ids, &id)) == ID_LEASE_LAPSED) {
         if (!told)
-            fprintf(stderr, "{\"level\":\"error\",\"msg\":\"node id lease lapsed; waiting for "
-                            "its renewal before issuing ids\"}\n");
+            log_msg("error", "node id lease lapsed; waiting for its renewal before issuing ids");
         told = true;
         struct timespec pause = {0, 20 * 1000000L};
         nanosleep(&pause, NULL);

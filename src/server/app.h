@@ -2,6 +2,7 @@
 #define PAYD_SERVER_APP_H
 /* The running server's shared state, reachable from every request as req->app. */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/gcra.h"
@@ -15,14 +16,18 @@ struct auth_cache;
 struct metrics;
 struct worker_pool;
 struct conn_guard;
+struct rate_store;
+struct node_lease;
 
 typedef struct app {
     payd_config cfg;
     store *store;
     id_generator ids;
+    struct node_lease *lease; /* this node's id; not held while the database was away at start */
     struct processor *processor;
     struct auth_cache *auth;
     gcra_table *limiter;
+    struct rate_store *rate_store; /* NULL: rate limits are this node's own */
     gcra_policy default_rate;
     struct metrics *metrics;
     uint8_t cursor_key[32];
@@ -33,6 +38,8 @@ typedef struct app {
     atomic_int in_flight; /* requests handed to workers and not yet answered */
 } app;
 
+/* Whether this node holds its node id, so it can issue ids (and so write). */
+bool app_ids_ready(const app *a);
 /* A new Snowflake id; aborts only if the clock went back further than the generator can absorb. */
 uint64_t app_next_id(app *a);
 

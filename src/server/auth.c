@@ -81,6 +81,9 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
     if (hit)
         return true;
 
+    /* A lookup that fails for a database reason leaves it noted on the thread
+     * (db_thread_failure), so the pipeline answers 503 and never 401 for a key it could not
+     * check. */
     db_conn *db = store_reader(a->store);
     if (!db)
         return false;
@@ -92,7 +95,10 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
                            "WHERE k.key_hash = $1 AND k.status = 'active'",
                            "s", hash);
     bool found = false;
-    if (db_step(st) == DB_ROW && CRYPTO_memcmp(db_text(st, 1), hash, 64) == 0) {
+    db_status rc = db_step(st);
+    if (rc != DB_ROW && rc != DB_DONE)
+        db_note_failure(rc == DB_TIMEOUT ? DB_FAILURE_TIMEOUT : DB_FAILURE_UNAVAILABLE);
+    if (rc == DB_ROW && CRYPTO_memcmp(db_text(st, 1), hash, 64) == 0) {
         memset(out, 0, sizeof *out);
         out->id = (uint64_t)db_int(st, 0);
         out->key_id = (uint64_t)db_int(st, 3);

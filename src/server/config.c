@@ -49,10 +49,11 @@ static const config_option options[] = {
     {"recovery-interval", OPT_DURATION, FIELD(recovery_interval_ms), "5s", 10, DAY_MS,
      "how often the recoverer and the expired-key sweeper run"},
     {"threads", OPT_INT, FIELD(threads), "0", 0, 256,
-     "HTTP threads (epoll thread pool); 0 means one per core"},
+     "HTTP threads (epoll thread pool); 0 means one per core (four per core on PostgreSQL, "
+     "where reads wait on the network)"},
     {"workers", OPT_INT, FIELD(workers), "0", 0, 4096,
-     "threads for requests that wait on the database or processor; 0: 64 on SQLite (they fill "
-     "group-commit batches), 16 on PostgreSQL (each holds a connection)"},
+     "threads for requests that wait on the database or processor; 0: 64 (they fill "
+     "group-commit batches; none holds a database connection while it waits)"},
     {"max-queue", OPT_INT, FIELD(max_queue), "4096", 1, 10000000,
      "past this many waiting database jobs, writes get 503 overloaded"},
     {"max-batch", OPT_INT, FIELD(max_batch), "256", 1, 100000,
@@ -78,6 +79,22 @@ static const config_option options[] = {
      "how long a verified API key is cached"},
     {"access-log", OPT_BOOL, FIELD(access_log), "true", 0, 0,
      "one JSON line per request on stderr"},
+    {"db-max-connections", OPT_INT, FIELD(db_max_connections), "20", 2, 10000,
+     "PostgreSQL: most connections this node opens, readers and writers together (a quarter "
+     "write); "
+     "4 nodes at 20 leave 20 of PostgreSQL's default 100 for administrators"},
+    {"db-pool-timeout", OPT_DURATION, FIELD(db_pool_timeout_ms), "10s", 1, DAY_MS,
+     "PostgreSQL: longest wait for a free pooled connection, then 503 overloaded"},
+    {"db-statement-timeout", OPT_DURATION, FIELD(db_statement_timeout_ms), "30s", 0, DAY_MS,
+     "PostgreSQL: statement_timeout of payd's sessions (0s: the server's setting)"},
+    {"db-lock-timeout", OPT_DURATION, FIELD(db_lock_timeout_ms), "5s", 0, DAY_MS,
+     "PostgreSQL: lock_timeout of payd's sessions (0s: the server's setting); a write that waits "
+     "longer for a row lock gets 503 overloaded"},
+    {"db-idle-timeout", OPT_DURATION, FIELD(db_idle_timeout_ms), "60s", 100, DAY_MS,
+     "PostgreSQL: a pooled connection idle this long is closed"},
+    {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
+     "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "
+     "per node); if Redis is unreachable the node limits locally until it is back"},
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -35,6 +35,12 @@ typedef struct payd_config {
     int64_t max_headers;
     int64_t auth_cache_ttl_ms;
     bool access_log;
+    int64_t db_max_connections;
+    int64_t db_pool_timeout_ms;
+    int64_t db_statement_timeout_ms;
+    int64_t db_lock_timeout_ms;
+    int64_t db_idle_timeout_ms;
+    char rate_limit_store[256];
 } payd_config;
 
 typedef const char *(*config_getenv_fn)(const char *name);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/timefmt.h"
 
 #define NODE_IDS      1024
@@ -19,7 +21,8 @@
 struct node_lease {
     store *store;
     id_generator *gen;
-    int node_id;
+    _Atomic int node_id; /* -1 until leased (the database was away at start) */
+    int requested;
     char holder[96];
     pthread_t thread;
     bool renewing;
@@ -101,7 +104,16 @@ static int acquire_job(db_conn *db, void *arg)
     return 0;
 }
 
-node_lease *lease_acquire(store *s, int requested, id_generator *gen, char *err, size_t errlen)
+/* The id is ours from `now` (µs): the generator uses it, and issues ids only while the lease
+ * surely holds: until its end less the margin. */
+static void lease_taken(node_lease *l, int64_t now)
+{
+    id_generator_set_node(l->gen, l->node_id);
+    id_generator_set_lease_until(l->gen, now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
+}
+
+node_lease *lease_acquire(store *s, int requested, id_generator *gen, bool wait_for_database,
+                          char *err, size_t errlen)
 {
     node_lease *l = calloc(1, sizeof *l);
     l->store = s;
@@ -116,11 +128,20 @@ node_lease *lease_acquire(store *s, int requested, id_generator *gen, char *err,
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->wake, NULL);
 
+    l->requested = requested;
     lease_job j = {.l = l, .requested = requested};
     write_result w = WRITE_RETRY;
     for (int attempt = 0; attempt < 5 && w == WRITE_RETRY; attempt++) {
         j.now = now_us();
         w = store_run(s, acquire_job, &j);
+    }
+    if (w != WRITE_OK && wait_for_database) {
+        /* the database is away: serve (503s, /readyz false) and lease once it answers; until
+         * then the generator issues nothing */
+        id_generator_set_lease_until(gen, 1);
+        log_error("error", "cannot lease a node id yet; retrying until the database answers",
+                  write_result_name(w));
+        return l;
     }
     if (w != WRITE_OK || l->node_id < 0) {
         if (w != WRITE_OK)
@@ -139,15 +160,42 @@ node_lease *lease_acquire(store *s, int requested, id_generator *gen, char *err,
         free(l);
         return NULL;
     }
-    id_generator_set_node(gen, l->node_id);
-    /* ids only while the lease surely holds: until its end less the margin */
-    id_generator_set_lease_until(gen, j.now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
+    lease_taken(l, j.now);
     return l;
 }
 
 int lease_node_id(const node_lease *l)
 {
-    return l->node_id;
+    return atomic_load(&l->node_id);
+}
+
+bool lease_held(const node_lease *l)
+{
+    return atomic_load(&l->node_id) >= 0;
+}
+
+/* A lease that started while the database was away: one more try. A held explicit id ends the
+ * process, as it would have at start. */
+static void lease_retry_acquire(node_lease *l)
+{
+    lease_job j = {.l = l, .requested = l->requested, .now = now_us()};
+    write_result w = store_run(l->store, acquire_job, &j);
+    if (w != WRITE_OK)
+        return;
+    if (l->node_id < 0) {
+        jsonw line;
+        log_begin(&line, "fatal", "cannot lease a node id: it is held by a live node");
+        jw_key(&line, "requested");
+        jw_int(&line, l->requested);
+        log_end(&line);
+        _exit(1);
+    }
+    lease_taken(l, j.now);
+    jsonw line;
+    log_begin(&line, "info", "node id leased");
+    jw_key(&line, "node_id");
+    jw_int(&line, l->node_id);
+    log_end(&line);
 }
 
 typedef struct renew_job {
@@ -191,24 +239,34 @@ static void *renew_main(void *arg)
         if (l->stopping)
             break;
         pthread_mutex_unlock(&l->lock);
+        if (!lease_held(l)) {
+            lease_retry_acquire(l);
+            pthread_mutex_lock(&l->lock);
+            continue;
+        }
         /* the bound is measured from before the renewal was sent: it can only be earlier
          * than the lease's true end */
         renew_job j = {.l = l, .now = now_us()};
         write_result w = store_run(l->store, renew_job_run, &j);
         if (w == WRITE_OK && j.lost) {
-            fprintf(stderr,
-                    "{\"level\":\"fatal\",\"msg\":\"node id lease taken by another node; "
-                    "stopping\",\"node_id\":%d}\n",
-                    l->node_id);
+            jsonw line;
+            log_begin(&line, "fatal", "node id lease taken by another node; stopping");
+            jw_key(&line, "node_id");
+            jw_int(&line, l->node_id);
+            log_end(&line);
             _exit(1);
         }
-        if (w == WRITE_OK)
+        if (w == WRITE_OK) {
             id_generator_set_lease_until(l->gen, j.now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
-        else
-            fprintf(stderr,
-                    "{\"level\":\"error\",\"msg\":\"node id lease not renewed\",\"node_id\":%d,"
-                    "\"result\":\"%s\"}\n",
-                    l->node_id, write_result_name(w));
+        } else {
+            jsonw line;
+            log_begin(&line, "error", "node id lease not renewed");
+            jw_key(&line, "node_id");
+            jw_int(&line, l->node_id);
+            jw_key(&line, "result");
+            jw_string(&line, write_result_name(w));
+            log_end(&line);
+        }
         pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);
@@ -238,7 +296,8 @@ void lease_release(node_lease *l)
         pthread_mutex_unlock(&l->lock);
         pthread_join(l->thread, NULL);
     }
-    store_run(l->store, release_job, l);
+    if (lease_held(l))
+        store_run(l->store, release_job, l);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->wake);
     free(l);

@@ -25,9 +25,13 @@
 typedef struct node_lease node_lease;
 
 /* Takes a node id (requested: 0..1023 or NODE_AUTO) and points gen at it, bounded by the lease.
- * NULL with a message in err when the id is held by a live node or none is free. */
-node_lease *lease_acquire(store *s, int requested, id_generator *gen, char *err, size_t errlen);
-int lease_node_id(const node_lease *l);
+ * NULL with a message in err when the id is held by a live node or none is free. When the
+ * database cannot answer: NULL, or with wait_for_database a lease not yet held, which the
+ * renewal thread acquires once the database is back (gen issues no id until then). */
+node_lease *lease_acquire(store *s, int requested, id_generator *gen, bool wait_for_database,
+                          char *err, size_t errlen);
+int lease_node_id(const node_lease *l); /* -1 while not held */
+bool lease_held(const node_lease *l);
 /* Renews in the background until lease_release; a lease lost to another holder ends the
  * process (exit 1), since every id issued after would be another node's. */
 void lease_start_renewal(node_lease *l);

@@ -9,6 +9,7 @@
 #include "core/gcra.h"
 #include "core/timefmt.h"
 #include "server/app.h"
+#include "server/limits_redis.h"
 #include "server/metrics.h"
 
 /* Decimal digits of v into out (at least 24 bytes). */
@@ -80,7 +81,10 @@ bool rate_limit_or_reply(request *req)
     char key[80];
     client_key(req, key, sizeof key);
     int64_t now = monotonic_ns();
-    gcra_decision d = gcra_check(a->limiter, key, policy, now);
+    /* shared in Redis when configured; the local table when not, or while Redis is away */
+    gcra_decision d;
+    if (!a->rate_store || !rate_store_check(a->rate_store, key, policy, &d))
+        d = gcra_check(a->limiter, key, policy, now);
 
     /* six headers on every limited response: built by hand, this is the hot path */
     int64_t reset_after = ceil_seconds(d.reset_after_ns);

@@ -12,6 +12,7 @@
 
 #include "core/version.h"
 #include "server/app.h"
+#include "server/limits_redis.h"
 #include "store/store.h"
 
 #define MAX_SERIES 512
@@ -388,6 +389,16 @@ char *metrics_render(metrics *m, app *a)
         "# HELP payd_rate_limited_total Requests refused with 429.\n"
         "# TYPE payd_rate_limited_total counter\npayd_rate_limited_total %lld\n",
         atomic_load(&m->rate_limited));
+    if (a->rate_store)
+        put(&t,
+            "# HELP payd_rate_limit_store_up 1 while the shared rate-limit store (Redis) answers, "
+            "0 while this node limits locally.\n"
+            "# TYPE payd_rate_limit_store_up gauge\npayd_rate_limit_store_up %d\n",
+            rate_store_up(a->rate_store));
+    put(&t,
+        "# HELP payd_database_up 1 while the database answers, 0 while it cannot be reached.\n"
+        "# TYPE payd_database_up gauge\npayd_database_up %d\n",
+        store_available(a->store) ? 1 : 0);
     put(&t, "# HELP payd_processor_calls_total Processor calls by operation and outcome.\n"
             "# TYPE payd_processor_calls_total counter\n");
     for (int i = 0; i < 16 && m->processor_calls[i].a; i++)

@@ -1,6 +1,7 @@
 #include "store/db.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -29,6 +30,8 @@ struct db_conn {
     sqlite3 *lite;
     PGconn *pg;
     int64_t changes;
+    int64_t tag;
+    bool busy_seen; /* a deadlock or serialization failure since db_clear_busy */
     db_stmt cache[STMT_CACHE_SIZE];
     db_stmt scratch; /* PostgreSQL: the one statement in use (results are not nested) */
     char error[256];
@@ -47,6 +50,44 @@ db_kind db_kind_of(const db_conn *c)
 const char *db_last_error(db_conn *c)
 {
     return c->error;
+}
+
+void db_clear_busy(db_conn *c)
+{
+    c->busy_seen = false;
+}
+
+bool db_saw_busy(db_conn *c)
+{
+    return c->busy_seen;
+}
+
+void db_set_tag(db_conn *c, int64_t tag)
+{
+    c->tag = tag;
+}
+
+int64_t db_tag(const db_conn *c)
+{
+    return c->tag;
+}
+
+static _Thread_local db_failure thread_failure;
+
+db_failure db_thread_failure(void)
+{
+    return thread_failure;
+}
+
+void db_thread_failure_reset(void)
+{
+    thread_failure = DB_FAILURE_NONE;
+}
+
+void db_note_failure(db_failure f)
+{
+    if (f > thread_failure)
+        thread_failure = f;
 }
 
 /* ---- SQLite ---- */
@@ -127,6 +168,14 @@ static db_stmt *lite_prepare(db_conn *c, const char *sql)
 
 /* ---- PostgreSQL ---- */
 
+/* SQLSTATEs that mean the session is gone or going: class 08 (connection exception) and
+ * 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now). */
+static bool connection_lost_state(const char *state)
+{
+    return starts_with(state, "08") || !strcmp(state, "57P01") || !strcmp(state, "57P02") ||
+           !strcmp(state, "57P03");
+}
+
 static db_status pg_status(db_conn *c, PGresult *r)
 {
     switch (PQresultStatus(r)) {
@@ -136,27 +185,108 @@ static db_status pg_status(db_conn *c, PGresult *r)
         return DB_DONE;
     default: {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        snprintf(c->error, sizeof c->error, "postgres: %s", PQresultErrorMessage(r));
-        if (state && starts_with(state, "23"))
+        snprintf(c->error, sizeof c->error, "postgres: %s",
+                 r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
+        /* a result without SQLSTATE comes from libpq itself: the socket failed */
+        if (!state || connection_lost_state(state) || PQstatus(c->pg) == CONNECTION_BAD) {
+            db_note_failure(DB_FAILURE_UNAVAILABLE);
+            return DB_UNAVAILABLE;
+        }
+        if (starts_with(state, "23"))
             return DB_CONSTRAINT;
-        if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01")))
+        if (!strcmp(state, "40001") || !strcmp(state, "40P01")) {
+            c->busy_seen = true;
             return DB_BUSY;
+        }
+        /* 57014 statement_timeout (or a cancel), 55P03 lock_timeout */
+        if (!strcmp(state, "57014") || !strcmp(state, "55P03")) {
+            db_note_failure(DB_FAILURE_TIMEOUT);
+            return DB_TIMEOUT;
+        }
         return DB_ERROR;
     }
     }
 }
 
-static db_conn *pg_open(const char *url, char *err, size_t errlen)
+static void ignore_notice(void *arg, const char *message)
 {
+    (void)arg;
+    (void)message;
+}
+
+bool db_is_postgres_url(const char *url)
+{
+    return starts_with(url, "postgres://") || starts_with(url, "postgresql://");
+}
+
+bool db_broken(db_conn *c)
+{
+    return c->kind == DB_POSTGRES && PQstatus(c->pg) != CONNECTION_OK;
+}
+
+bool db_idle_alive(db_conn *c)
+{
+    if (c->kind != DB_POSTGRES)
+        return true;
+    /* an idle session has nothing to say; readable means the server closed it (a restart,
+     * pg_terminate_backend) or sent its FATAL on the way out */
+    struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+    if (p.fd < 0 || poll(&p, 1, 0) > 0) {
+        PQconsumeInput(c->pg);
+        snprintf(c->error, sizeof c->error, "postgres: the server closed an idle connection");
+        return false;
+    }
+    return PQstatus(c->pg) == CONNECTION_OK;
+}
+
+db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, size_t errlen)
+{
+    db_pg_settings none = {0};
+    if (!settings)
+        settings = &none;
     db_conn *c = calloc(1, sizeof *c);
     c->kind = DB_POSTGRES;
-    c->pg = PQconnectdb(url);
+    char connect_timeout[16];
+    snprintf(connect_timeout, sizeof connect_timeout, "%d", settings->connect_timeout_s);
+    /* the URL is expanded first, so these add to it; a URL naming its own application_name
+     * keeps it */
+    const char *keys[8], *values[8];
+    int n = 0;
+    keys[n] = "dbname", values[n++] = url;
+    if (settings->application_name && !strstr(url, "application_name="))
+        keys[n] = "application_name", values[n++] = settings->application_name;
+    if (settings->connect_timeout_s > 0 && !strstr(url, "connect_timeout="))
+        keys[n] = "connect_timeout", values[n++] = connect_timeout;
+    /* a peer that vanishes without closing (a network partition) is noticed in ~20 s */
+    keys[n] = "keepalives_idle", values[n++] = "10";
+    keys[n] = "keepalives_interval", values[n++] = "5";
+    keys[n] = "keepalives_count", values[n++] = "2";
+    keys[n] = NULL, values[n] = NULL;
+    c->pg = PQconnectdbParams(keys, values, 1);
     if (PQstatus(c->pg) != CONNECTION_OK) {
         snprintf(err, errlen, "cannot connect to PostgreSQL: %s", PQerrorMessage(c->pg));
+        /* libpq's message ends with a newline; a log line must not */
+        size_t len = strlen(err);
+        while (len && (err[len - 1] == '\n' || err[len - 1] == ' '))
+            err[--len] = '\0';
         db_close(c);
         return NULL;
     }
-    db_exec_script(c, "SET client_min_messages = warning");
+    PQsetNoticeProcessor(c->pg, ignore_notice, NULL); /* stderr carries JSON lines only */
+    /* Session settings with SET, not startup options, so a pooler (pgbouncer) accepts them. */
+    char setup[256];
+    int len = snprintf(setup, sizeof setup, "SET client_min_messages = warning");
+    if (settings->statement_timeout_ms > 0)
+        len += snprintf(setup + len, sizeof setup - (size_t)len, "; SET statement_timeout = %lld",
+                        (long long)settings->statement_timeout_ms);
+    if (settings->lock_timeout_ms > 0)
+        snprintf(setup + len, sizeof setup - (size_t)len, "; SET lock_timeout = %lld",
+                 (long long)settings->lock_timeout_ms);
+    if (db_exec_script(c, setup) != DB_DONE) {
+        snprintf(err, errlen, "cannot set up the PostgreSQL session: %s", c->error);
+        db_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -165,7 +295,7 @@ static db_conn *pg_open(const char *url, char *err, size_t errlen)
 int db_parse_url(const char *url, db_kind *kind, const char **sqlite_path, char *err, size_t errlen)
 {
     *sqlite_path = NULL;
-    if (starts_with(url, "postgres://") || starts_with(url, "postgresql://")) {
+    if (db_is_postgres_url(url)) {
         *kind = DB_POSTGRES;
         return 0;
     }
@@ -195,7 +325,7 @@ db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen)
     const char *path;
     if (db_parse_url(url, &kind, &path, err, errlen) != 0)
         return NULL;
-    return kind == DB_POSTGRES ? pg_open(url, err, errlen)
+    return kind == DB_POSTGRES ? db_open_pg(url, NULL, err, errlen)
                                : lite_open(path, read_only, err, errlen);
 }
 

@@ -21,6 +21,8 @@ typedef enum db_status {
     DB_CONSTRAINT = -1, /* a unique, check or foreign-key constraint refused the write */
     DB_BUSY = -2,       /* locked or serialization failure: retry the transaction */
     DB_ERROR = -3,
+    DB_UNAVAILABLE = -4, /* the connection is lost (or the server is shutting down): reconnect */
+    DB_TIMEOUT = -5,     /* statement_timeout or lock_timeout cancelled the statement */
 } db_status;
 
 typedef enum db_kind { DB_SQLITE, DB_POSTGRES } db_kind;
@@ -34,6 +36,38 @@ typedef struct db_stmt db_stmt;
 int db_parse_url(const char *url, db_kind *kind, const char **sqlite_path, char *err,
                  size_t errlen);
 db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen);
+
+/* PostgreSQL session settings applied to every connection db_open_pg makes. */
+typedef struct db_pg_settings {
+    const char *application_name; /* NULL: libpq's default (or the URL's) */
+    int connect_timeout_s;        /* 0: libpq's default (wait forever) */
+    int64_t statement_timeout_ms; /* 0: the server's setting */
+    int64_t lock_timeout_ms;      /* 0: the server's setting */
+} db_pg_settings;
+db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, size_t errlen);
+bool db_is_postgres_url(const char *url);
+/* True when the connection can no longer be used (PostgreSQL: lost, or the server shut it). */
+bool db_broken(db_conn *c);
+/* For a connection that sat idle: false if the server closed it meanwhile (no round trip). */
+bool db_idle_alive(db_conn *c);
+/* Whether a statement met a deadlock or serialization failure since db_clear_busy. */
+void db_clear_busy(db_conn *c);
+bool db_saw_busy(db_conn *c);
+/* A caller's tag on the connection (the store keeps the pool generation it was opened in). */
+void db_set_tag(db_conn *c, int64_t tag);
+int64_t db_tag(const db_conn *c);
+
+/* The worst environmental failure seen on this thread since db_thread_failure_reset(): the
+ * database unreachable, or a statement, lock or pool timeout. The request pipeline reads it to
+ * answer 503 with Retry-After, whatever error the handler chose for a failed query. */
+typedef enum db_failure {
+    DB_FAILURE_NONE = 0,
+    DB_FAILURE_TIMEOUT = 1,     /* busy: 503 overloaded */
+    DB_FAILURE_UNAVAILABLE = 2, /* down: 503 database_unavailable */
+} db_failure;
+db_failure db_thread_failure(void);
+void db_thread_failure_reset(void);
+void db_note_failure(db_failure f);
 void db_close(db_conn *c);
 db_kind db_kind_of(const db_conn *c);
 const char *db_last_error(db_conn *c);

@@ -174,7 +174,13 @@ int store_migrate(db_conn *c, char *err, size_t errlen)
         snprintf(err, errlen, "migrate: cannot take the migration lock: %s", db_last_error(c));
         return -1;
     }
-    if (db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    /* created only when missing: a role that may not create tables (a node's, see
+     * docs/deployment.md) can still check that the schema is current */
+    db_stmt *exists = db_query(c, "SELECT 1 FROM schema_migrations LIMIT 1", "");
+    bool have_table = db_step(exists) != DB_ERROR;
+    db_done(exists);
+    if (!have_table &&
+        db_exec_script(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                           "version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)") != DB_DONE) {
         snprintf(err, errlen, "migrate: %s", db_last_error(c));
         if (db_kind_of(c) == DB_POSTGRES)

@@ -6,7 +6,14 @@
  * On SQLite one writer thread takes all queued jobs, runs them in one transaction and commits
  * once (one fsync for the whole batch), then wakes every job's caller. A job that returns
  * non-zero has only its own savepoint rolled back. On PostgreSQL, which groups commits across
- * connections itself, each job runs in its own transaction on a pooled connection. */
+ * connections itself, each job runs in its own transaction on a pooled connection.
+ *
+ * PostgreSQL connections come from two pools (writers, readers) under one budget
+ * (max_connections). A lost connection marks the store down: requests fail fast (the thread's
+ * db_thread_failure() says why) while one caller at a time tries to reconnect with backoff; the
+ * first connection that works brings it back up. A store may be opened while PostgreSQL is
+ * down (wait_for_database): the schema is migrated and on_first_connect runs when it first
+ * answers. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,7 +45,18 @@ const char *write_result_name(write_result r);
 typedef struct store_options {
     const char *url;
     int max_batch;    /* jobs per transaction; 1 = one transaction per job (the naive way) */
-    int writer_conns; /* PostgreSQL: connections in the write pool */
+    int writer_conns; /* PostgreSQL: connections in the write pool when max_connections is 0 */
+    /* PostgreSQL only: */
+    int max_connections; /* readers and writers together (a quarter write); 0: 2 × writer_conns */
+    int64_t pool_timeout_ms;      /* longest wait for a pooled connection; 0: 5 s */
+    int64_t idle_timeout_ms;      /* an idle pooled connection is closed after this; 0: 60 s */
+    int64_t statement_timeout_ms; /* per session; 0: the server's setting */
+    int64_t lock_timeout_ms;      /* per session; 0: the server's setting */
+    const char *application_name; /* shown in pg_stat_activity */
+    bool wait_for_database;       /* open even when PostgreSQL is down, and keep trying */
+    /* run once, on the first connection that works, after migrations (may be NULL) */
+    int (*on_first_connect)(db_conn *db, void *arg);
+    void *on_first_connect_arg;
 } store_options;
 
 #define STORE_BATCH_BUCKETS 18
@@ -72,14 +90,23 @@ typedef struct store_faults {
 } store_faults;
 void store_set_faults(const store_faults *f);
 
-/* This thread's read connection (opened on first use, closed by store_close). */
+/* This thread's read connection, or NULL (db_thread_failure() says whether the database is
+ * down or no connection came free in time). SQLite: opened on first use and kept by the
+ * thread. PostgreSQL: taken from the reader pool and held until store_thread_done. */
 db_conn *store_reader(store *s);
-/* Returns the calling thread's reader to the pool, for threads that end before the store. */
+/* The end of a request's database work on this thread: a PostgreSQL reader goes back to
+ * the pool (a broken one is closed, and the store marked down). */
+void store_thread_done(store *s);
+/* Returns the calling thread's reader, for threads that end before the store. */
 void store_release_reader(store *s);
+/* False while the database is known to be unreachable (or has never answered). */
+bool store_available(store *s);
 
 /* Brings the schema to the latest version. Returns 0 or -1 with err. */
 int store_migrate(db_conn *c, char *err, size_t errlen);
 /* A named secret generated once and kept in the database (so restarts and nodes share it). */
 int store_secret(store *s, const char *name, uint8_t out[32]);
+/* The same on a given connection, in its own transaction (for on_first_connect). */
+int store_secret_on(db_conn *db, const char *name, uint8_t out[32]);
 
 #endif

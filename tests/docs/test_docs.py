@@ -42,7 +42,8 @@ def duration_s(text):
 
 def test_readme_flag_table_matches_serve_help():
     readme = read(os.path.join(ROOT, "README.md"))
-    rows = re.findall(r"^\| `--([a-z0-9-]+)` \| `([^`]*)` \|", readme, re.M)
+    # a flag without a default is written "(none)"
+    rows = re.findall(r"^\| `--([a-z0-9-]+)` \| (?:`([^`]*)`|\(none\)) \|", readme, re.M)
     table = dict(rows)
     assert len(rows) == len(table), "a flag is listed twice"
     flags = serve_flags()
