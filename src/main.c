@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/dev.h"
 #include "server/metrics.h"
+#include "webhook/delivery.h"
 
 #define CLI_NODE_ID 1023 /* ids made by the command line never meet a server's (nodes 0..1022) */
 
@@ -266,6 +267,10 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     idem_recovery_start(&a);
+    if (webhook_worker_start(&a) != 0) {
+        fprintf(stderr, "payd: cannot start the webhook delivery worker\n");
+        return 1;
+    }
     fprintf(stderr,
             "{\"level\":\"info\",\"msg\":\"payd serving\",\"listen\":\"%s\",\"db\":\"%s\","
             "\"group_commit\":%s}\n",
@@ -276,6 +281,7 @@ static int cmd_serve(int argc, char **argv)
     fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
     http_server_stop(&a);
     idem_recovery_stop();
+    webhook_worker_stop();
     store_close(a.store);
     processor_free(a.processor);
     auth_cache_free(a.auth);

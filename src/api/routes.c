@@ -51,6 +51,16 @@ const route payd_routes[] = {
     R("GET", "/v1/products/{sku}", products_get, AUTH),
     R("PATCH", "/v1/products/{sku}", products_update, WRITE),
     R("POST", "/v1/products/{sku}/reservations", reservations_create, WRITE | IDEM),
+
+    /* events and webhooks (§15) */
+    R("GET", "/v1/events", events_list, AUTH),
+    R("GET", "/v1/events/{id}", events_get, AUTH),
+    R("POST", "/v1/webhook_endpoints", webhooks_create, WRITE | IDEM_OK),
+    R("GET", "/v1/webhook_endpoints", webhooks_list, AUTH),
+    R("GET", "/v1/webhook_endpoints/{id}", webhooks_get, AUTH),
+    R("PATCH", "/v1/webhook_endpoints/{id}", webhooks_update, WRITE),
+    R("DELETE", "/v1/webhook_endpoints/{id}", webhooks_delete, AUTH | ROUTE_BLOCKING),
+    R("GET", "/v1/webhook_endpoints/{id}/deliveries", webhooks_deliveries, AUTH),
 };
 
 const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

@@ -9,6 +9,7 @@
 
 #include "server/app.h"
 #include "store/store.h"
+#include "webhook/delivery.h"
 
 #define MAX_SERIES 512
 
@@ -224,5 +225,10 @@ char *metrics_render(metrics *m, app *a)
         "# HELP payd_requests_in_flight Requests waiting on a worker.\n"
         "# TYPE payd_requests_in_flight gauge\npayd_requests_in_flight %d\n",
         atomic_load(&a->in_flight));
+
+    /* ---- events and webhooks (§15): their own counters, in src/webhook/delivery.c ---- */
+    char *webhooks = webhook_metrics_render(a);
+    put(&t, "%s", webhooks);
+    free(webhooks);
     return t.buf;
 }

@@ -1,0 +1,651 @@
+/* The webhook delivery worker; see delivery.h for the guarantees. */
+#include "webhook/delivery.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "core/timefmt.h"
+#include "server/app.h"
+#include "store/store.h"
+
+#define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
+#define CLAIM_BATCH        256
+#define IDLE_POLL_MS       100 /* other nodes' events, and retries falling due */
+#define BUSY_RETRY_MS      250 /* a delivery put back because its endpoint is at its cap */
+#define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
+#define SWEEP_INTERVAL_MS  60000
+
+/* §15: about 1 min, 5 min, 30 min, 2 h, 5 h, 10 h, then every 12 h */
+static const int64_t retry_schedule_ms[] = {60000,    300000,   1800000, 7200000,
+                                            18000000, 36000000, 43200000};
+
+int64_t webhook_retry_delay_ms(int attempt)
+{
+    int n = (int)(sizeof retry_schedule_ms / sizeof retry_schedule_ms[0]);
+    return retry_schedule_ms[attempt < 1 ? 0 : attempt > n ? n - 1 : attempt - 1];
+}
+
+/* ---- the event document and its signature ---- */
+
+void event_document_write(jsonw *w, uint64_t id, const char *type, const char *data,
+                          int64_t created_at)
+{
+    char text[ID_STR_MAX], when[RFC3339_STR_MAX];
+    jw_object_begin(w);
+    jw_key(w, "id");
+    id_format(id, "evt", text);
+    jw_string(w, text);
+    jw_key(w, "object");
+    jw_string(w, "event");
+    jw_key(w, "type");
+    jw_string(w, type);
+    jw_key(w, "created_at");
+    format_rfc3339_ms(created_at, when);
+    jw_string(w, when);
+    jw_key(w, "data");
+    jw_object_begin(w);
+    jw_key(w, "object");
+    jw_raw(w, data, "null");
+    jw_object_end(w);
+    jw_object_end(w);
+}
+
+void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t body_len, char *out,
+                  size_t cap)
+{
+    /* the signed text is "<t>.<body>": the timestamp is signed too, so it cannot be moved */
+    char prefix[32];
+    size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%lld.", (long long)unix_s);
+    uint8_t *text = malloc(plen + body_len + 1);
+    memcpy(text, prefix, plen);
+    memcpy(text + plen, body, body_len);
+    uint8_t mac[32];
+    unsigned mac_len = 0;
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), text, plen + body_len, mac, &mac_len);
+    free(text);
+    int len = snprintf(out, cap, "t=%lld,v1=", (long long)unix_s);
+    for (unsigned i = 0; i < mac_len && (size_t)len + 2 < cap; i++)
+        len += snprintf(out + len, cap - (size_t)len, "%02x", mac[i]);
+}
+
+bool webhook_address_private(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+        return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 || /* loopback, 10/8 */
+               (a >> 20) == 0xAC1 || (a >> 16) == 0xC0A8 ||             /* 172.16/12, 192.168/16 */
+               (a >> 16) == 0xA9FE || (a >> 22) == 0x191 ||             /* 169.254/16, 100.64/10 */
+               (a >> 28) >= 0xE;                                        /* multicast, reserved */
+    }
+    if (sa->sa_family == AF_INET6) {
+        const uint8_t *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        static const uint8_t zero[15] = {0};
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (!memcmp(b, zero, 15) && b[15] <= 1) /* :: and ::1 */
+            return true;
+        if ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || (b[0] & 0xfe) == 0xfc || b[0] == 0xff)
+            return true; /* link-local, unique local, multicast */
+        if (!memcmp(b, mapped, 12)) {
+            struct sockaddr_in v4 = {.sin_family = AF_INET};
+            memcpy(&v4.sin_addr, b + 12, 4);
+            return webhook_address_private((const struct sockaddr *)&v4);
+        }
+        return false;
+    }
+    return true;
+}
+
+/* ---- metrics ---- */
+
+static const double latency_bounds_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+#define LATENCY_BUCKETS (sizeof latency_bounds_s / sizeof latency_bounds_s[0])
+
+static struct {
+    atomic_llong events_written;
+    atomic_llong delivered, retried, failed; /* attempts by outcome */
+    atomic_llong latency_buckets[LATENCY_BUCKETS + 1];
+    atomic_llong latency_sum_us, latency_count;
+} stats;
+
+/* ---- the worker ---- */
+
+typedef struct attempt {
+    struct attempt *prev, *next; /* the worker's list of attempts in flight */
+    uint64_t endpoint_id, event_id, lease_id;
+    int attempt; /* 1 for the first */
+    int64_t event_created_us, started_ns;
+    char *body;
+    struct curl_slist *headers;
+    CURL *easy;
+    /* the result */
+    long status;
+    char error[CURL_ERROR_SIZE];
+    int64_t latency_ms;
+    bool delivered;
+    const char *outcome; /* delivered, retrying or failed (gave up), set when recorded */
+} attempt;
+
+typedef struct endpoint_load {
+    uint64_t id;
+    int in_flight;
+} endpoint_load;
+
+static struct {
+    app *a;
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+    CURLM *multi;
+    double scale;
+    int in_flight;
+    attempt *active;      /* in flight, so a stop can free them */
+    endpoint_load *loads; /* small: endpoints with something in flight */
+    int load_count, load_cap;
+} W;
+
+void webhook_events_recorded(int count)
+{
+    atomic_fetch_add(&stats.events_written, count);
+    if (W.multi)
+        curl_multi_wakeup(W.multi);
+}
+
+static endpoint_load *load_of(uint64_t endpoint)
+{
+    for (int i = 0; i < W.load_count; i++)
+        if (W.loads[i].id == endpoint)
+            return &W.loads[i];
+    if (W.load_count == W.load_cap) {
+        W.load_cap = W.load_cap ? W.load_cap * 2 : 64;
+        W.loads = realloc(W.loads, (size_t)W.load_cap * sizeof *W.loads);
+    }
+    W.loads[W.load_count] = (endpoint_load){.id = endpoint};
+    return &W.loads[W.load_count++];
+}
+
+static void drop_load(uint64_t endpoint)
+{
+    for (int i = 0; i < W.load_count; i++)
+        if (W.loads[i].id == endpoint && --W.loads[i].in_flight == 0)
+            W.loads[i] = W.loads[--W.load_count];
+}
+
+static double unit_random(void)
+{
+    uint32_t r;
+    RAND_bytes((uint8_t *)&r, sizeof r);
+    return (double)r / 4294967296.0;
+}
+
+/* ---- claim: one write job ---- */
+
+typedef struct claimed {
+    uint64_t endpoint_id, event_id;
+    int attempts;
+    char *url, *secret, *type, *data;
+    int64_t event_created;
+} claimed;
+
+typedef struct claim_job {
+    int64_t now_us, lease_until;
+    uint64_t lease_id;
+    int limit;
+    claimed rows[CLAIM_BATCH];
+    int count;
+} claim_job;
+
+static void free_claimed(claim_job *j)
+{
+    for (int i = 0; i < j->count; i++) {
+        free(j->rows[i].url);
+        free(j->rows[i].secret);
+        free(j->rows[i].type);
+        free(j->rows[i].data);
+    }
+    j->count = 0;
+}
+
+static char *dup_text(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int claim_due(db_conn *db, void *arg)
+{
+    claim_job *j = arg;
+    free_claimed(j); /* a job run again (PostgreSQL retry) starts over */
+    /* a lease is taken only where none is held: the row's lease ran out or was never taken */
+    static const char *const pg_sql =
+        "UPDATE webhook_deliveries d SET lease_until = $1, lease_id = $2 FROM ("
+        "  SELECT endpoint_id, event_id FROM webhook_deliveries WHERE status = 'pending' AND "
+        "  next_attempt_at <= $3 AND lease_until <= $3 ORDER BY next_attempt_at LIMIT $4 "
+        "  FOR UPDATE SKIP LOCKED) due "
+        "WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id "
+        "RETURNING d.endpoint_id, d.event_id, d.attempts";
+    static const char *const sqlite_sql =
+        "UPDATE webhook_deliveries SET lease_until = $1, lease_id = $2 "
+        "WHERE (endpoint_id, event_id) IN ("
+        "  SELECT endpoint_id, event_id FROM webhook_deliveries WHERE status = 'pending' AND "
+        "  next_attempt_at <= $3 AND lease_until <= $3 ORDER BY next_attempt_at LIMIT $4) "
+        "RETURNING endpoint_id, event_id, attempts";
+    db_stmt *st = db_query(db, db_kind_of(db) == DB_POSTGRES ? pg_sql : sqlite_sql, "iiii",
+                           j->lease_until, (int64_t)j->lease_id, j->now_us, (int64_t)j->limit);
+    if (!st)
+        return DB_ERROR;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW && j->count < CLAIM_BATCH)
+        j->rows[j->count++] = (claimed){.endpoint_id = (uint64_t)db_int(st, 0),
+                                        .event_id = (uint64_t)db_int(st, 1),
+                                        .attempts = (int)db_int(st, 2)};
+    db_done(st);
+    if (rc == DB_BUSY || rc == DB_ERROR)
+        return rc;
+    for (int i = 0; i < j->count; i++) {
+        claimed *c = &j->rows[i];
+        st = db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1", "i",
+                      (int64_t)c->endpoint_id);
+        if (db_step(st) == DB_ROW) {
+            c->url = dup_text(db_text(st, 0));
+            c->secret = dup_text(db_text(st, 1));
+        }
+        db_done(st);
+        st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
+                      (int64_t)c->event_id);
+        if (db_step(st) == DB_ROW) {
+            c->type = dup_text(db_text(st, 0));
+            c->data = dup_text(db_text(st, 1));
+            c->event_created = db_int(st, 2);
+        }
+        db_done(st);
+    }
+    return 0;
+}
+
+/* ---- record: one write job for every attempt that finished ---- */
+
+typedef struct finished {
+    attempt *list[CLAIM_BATCH];
+    int count;
+    uint64_t ids[CLAIM_BATCH];
+} finished;
+
+static int record_attempts(db_conn *db, void *arg)
+{
+    finished *f = arg;
+    int64_t now = now_us();
+    for (int i = 0; i < f->count; i++) {
+        attempt *t = f->list[i];
+        const char *outcome = "delivered";
+        int64_t next = 0;
+        if (!t->delivered) {
+            int64_t delay_ms = (int64_t)((double)webhook_retry_delay_ms(t->attempt) * W.scale *
+                                         (0.7 + 0.6 * unit_random()));
+            next = now + delay_ms * 1000;
+            bool expired = next > t->event_created_us + (int64_t)(GIVE_UP_MS * W.scale) * 1000;
+            outcome = expired ? "failed" : "retrying";
+            if (expired)
+                next = 0;
+        }
+        t->outcome = outcome;
+        db_status rc = db_exec(
+            db,
+            "INSERT INTO webhook_attempts (id, endpoint_id, event_id, attempt, response_status, "
+            "latency_ms, error, next_attempt_at, outcome, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "iiiiziszsi", (int64_t)f->ids[i], (int64_t)t->endpoint_id, (int64_t)t->event_id,
+            (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error[0] ? t->error : NULL,
+            next, outcome, id_decode(f->ids[i]).unix_ms * 1000);
+        if (rc != DB_DONE)
+            return rc;
+        /* only the holder of the lease moves the delivery on */
+        rc = db_exec(db,
+                     "UPDATE webhook_deliveries SET status = $4, attempts = $5, "
+                     "next_attempt_at = $6, lease_until = 0 "
+                     "WHERE endpoint_id = $1 AND event_id = $2 AND lease_id = $3",
+                     "iiisii", (int64_t)t->endpoint_id, (int64_t)t->event_id, (int64_t)t->lease_id,
+                     t->delivered ? "delivered"
+                     : next       ? "pending"
+                                  : "failed",
+                     (int64_t)t->attempt, next ? next : now);
+        if (rc != DB_DONE)
+            return rc;
+    }
+    return 0;
+}
+
+typedef struct release_job {
+    uint64_t endpoint_id[CLAIM_BATCH], event_id[CLAIM_BATCH], lease_id;
+    int count;
+    int64_t until;
+} release_job;
+
+/* Hands back claims this node will not start now (their endpoint is at its cap). */
+static int release_claims(db_conn *db, void *arg)
+{
+    release_job *r = arg;
+    for (int i = 0; i < r->count; i++) {
+        db_status rc = db_exec(db,
+                               "UPDATE webhook_deliveries SET lease_until = 0, "
+                               "next_attempt_at = $4 WHERE endpoint_id = $1 AND event_id = $2 "
+                               "AND lease_id = $3",
+                               "iiii", (int64_t)r->endpoint_id[i], (int64_t)r->event_id[i],
+                               (int64_t)r->lease_id, r->until);
+        if (rc != DB_DONE)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- HTTP ---- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * n;
+}
+
+/* --webhook-deny-private is checked on the address actually connected to, so a name that
+ * resolves differently at delivery time cannot reach a private address either. */
+static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+    (void)ctx;
+    (void)purpose;
+    if (W.a->cfg.webhook_deny_private && webhook_address_private(&addr->addr))
+        return CURL_SOCKET_BAD;
+    return socket(addr->family, addr->socktype, addr->protocol);
+}
+
+static void start_attempt(const claimed *c, uint64_t lease_id)
+{
+    attempt *t = calloc(1, sizeof *t);
+    t->endpoint_id = c->endpoint_id;
+    t->event_id = c->event_id;
+    t->lease_id = lease_id;
+    t->attempt = c->attempts + 1;
+    t->event_created_us = c->event_created;
+    jsonw w;
+    jw_init(&w);
+    event_document_write(&w, c->event_id, c->type, c->data, c->event_created);
+    size_t body_len;
+    t->body = jw_take(&w, &body_len);
+    char header[200], id[ID_STR_MAX];
+    webhook_sign(c->secret, now_us() / 1000000, t->body, body_len,
+                 header + snprintf(header, sizeof header, "Payd-Signature: "), sizeof header - 16);
+    t->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    t->headers = curl_slist_append(t->headers, "Expect:");
+    t->headers = curl_slist_append(t->headers, header);
+    id_format(c->event_id, "evt", id);
+    snprintf(header, sizeof header, "Payd-Event-Id: %s", id);
+    t->headers = curl_slist_append(t->headers, header);
+    t->headers = curl_slist_append(t->headers, "User-Agent: payd-webhooks/1");
+
+    CURL *e = t->easy = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)REQUEST_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* never follow a redirect */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    t->started_ns = monotonic_ns();
+    t->next = W.active;
+    if (W.active)
+        W.active->prev = t;
+    W.active = t;
+    curl_multi_add_handle(W.multi, e);
+    load_of(c->endpoint_id)->in_flight++;
+    W.in_flight++;
+}
+
+static void free_attempt(attempt *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        W.active = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    curl_multi_remove_handle(W.multi, t->easy);
+    curl_easy_cleanup(t->easy);
+    curl_slist_free_all(t->headers);
+    free(t->body);
+    free(t);
+}
+
+static void observe(const attempt *t)
+{
+    double s = (double)t->latency_ms / 1000;
+    size_t b = 0;
+    while (b < LATENCY_BUCKETS && s > latency_bounds_s[b])
+        b++;
+    atomic_fetch_add(&stats.latency_buckets[b], 1);
+    atomic_fetch_add(&stats.latency_sum_us, t->latency_ms * 1000);
+    atomic_fetch_add(&stats.latency_count, 1);
+}
+
+/* Takes every finished transfer off the multi handle and records them in one job. */
+static void collect_finished(void)
+{
+    static finished f;
+    f.count = 0;
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(W.multi, &left)) && f.count < CLAIM_BATCH) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        attempt *t;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->status);
+        t->latency_ms = (monotonic_ns() - t->started_ns) / 1000000;
+        if (msg->data.result != CURLE_OK && !t->error[0])
+            snprintf(t->error, sizeof t->error, "%s", curl_easy_strerror(msg->data.result));
+        t->delivered = msg->data.result == CURLE_OK && t->status >= 200 && t->status < 300;
+        if (msg->data.result == CURLE_OK && !t->delivered)
+            snprintf(t->error, sizeof t->error, "the endpoint answered %ld", t->status);
+        observe(t);
+        f.ids[f.count] = app_next_id(W.a);
+        f.list[f.count++] = t;
+    }
+    if (!f.count)
+        return;
+    /* an attempt the store could not record stays leased and is made again when it runs out */
+    bool recorded = store_write(W.a->store, record_attempts, &f) == 0;
+    for (int i = 0; i < f.count; i++) {
+        attempt *t = f.list[i];
+        if (recorded)
+            atomic_fetch_add(t->delivered                      ? &stats.delivered
+                             : !strcmp(t->outcome, "retrying") ? &stats.retried
+                                                               : &stats.failed,
+                             1);
+        drop_load(t->endpoint_id);
+        W.in_flight--;
+        free_attempt(t);
+    }
+}
+
+static void claim_and_start(void)
+{
+    static claim_job j;
+    static release_job r;
+    int free_slots = (int)W.a->cfg.webhook_max_in_flight - W.in_flight;
+    if (free_slots <= 0)
+        return;
+    j.now_us = now_us();
+    j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
+    j.lease_id = app_next_id(W.a);
+    j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
+    if (store_write(W.a->store, claim_due, &j) != 0) {
+        free_claimed(&j);
+        return;
+    }
+    r.count = 0;
+    r.lease_id = j.lease_id;
+    r.until = j.now_us + BUSY_RETRY_MS * 1000;
+    for (int i = 0; i < j.count; i++) {
+        claimed *c = &j.rows[i];
+        if (!c->url || !c->type) /* its endpoint or event is gone: nothing to send */
+            continue;
+        if (load_of(c->endpoint_id)->in_flight >= W.a->cfg.webhook_endpoint_concurrency) {
+            r.endpoint_id[r.count] = c->endpoint_id;
+            r.event_id[r.count++] = c->event_id;
+            continue;
+        }
+        start_attempt(c, j.lease_id);
+    }
+    for (int i = 0; i < W.load_count;) /* endpoints looked at but given nothing */
+        if (W.loads[i].in_flight == 0)
+            W.loads[i] = W.loads[--W.load_count];
+        else
+            i++;
+    free_claimed(&j);
+    if (r.count)
+        store_write(W.a->store, release_claims, &r);
+}
+
+typedef struct sweep_job {
+    int64_t before;
+} sweep_job;
+
+/* Retention: events, their deliveries and attempts older than --event-retention. */
+static int sweep(db_conn *db, void *arg)
+{
+    sweep_job *s = arg;
+    db_status rc = db_exec(db, "DELETE FROM events WHERE created_at < $1", "i", s->before);
+    if (rc == DB_DONE)
+        rc = db_exec(db, "DELETE FROM webhook_deliveries WHERE created_at < $1", "i", s->before);
+    if (rc == DB_DONE)
+        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE created_at < $1", "i", s->before);
+    return rc;
+}
+
+static int release_own_leases(db_conn *db, void *arg)
+{
+    (void)arg;
+    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
+                   "");
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    int64_t last_sweep_ns = 0;
+    while (!atomic_load(&W.stop)) {
+        int64_t now = monotonic_ns();
+        if (now - last_sweep_ns > (int64_t)SWEEP_INTERVAL_MS * 1000000) {
+            sweep_job s = {.before = now_us() - W.a->cfg.event_retention_ms * 1000};
+            store_write(W.a->store, sweep, &s);
+            last_sweep_ns = now;
+        }
+        int running;
+        curl_multi_perform(W.multi, &running);
+        collect_finished();
+        claim_and_start();
+        curl_multi_perform(W.multi, &running);
+        /* woken early by curl_multi_wakeup when a job wrote events */
+        curl_multi_poll(W.multi, NULL, 0, IDLE_POLL_MS, NULL);
+    }
+    return NULL;
+}
+
+int webhook_worker_start(app *a)
+{
+    W.a = a;
+    W.scale = strtod(a->cfg.webhook_retry_scale, NULL);
+    W.multi = curl_multi_init();
+    if (!W.multi)
+        return -1;
+    curl_multi_setopt(W.multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.webhook_max_in_flight);
+    /* SQLite has one node: a lease still held now was held by this node before it stopped */
+    if (store_kind(a->store) == DB_SQLITE)
+        store_write(a->store, release_own_leases, NULL);
+    atomic_store(&W.stop, false);
+    W.running = pthread_create(&W.thread, NULL, worker_main, NULL) == 0;
+    return W.running ? 0 : -1;
+}
+
+void webhook_worker_stop(void)
+{
+    if (!W.running)
+        return;
+    atomic_store(&W.stop, true);
+    curl_multi_wakeup(W.multi);
+    pthread_join(W.thread, NULL);
+    W.running = false;
+    /* what is still in flight is abandoned: its lease runs out and the attempt is made again */
+    while (W.active)
+        free_attempt(W.active);
+    curl_multi_cleanup(W.multi);
+    W.multi = NULL;
+    free(W.loads);
+    W.loads = NULL;
+    W.load_count = W.load_cap = W.in_flight = 0;
+}
+
+/* ---- metrics text ---- */
+
+char *webhook_metrics_render(app *a)
+{
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+#define PUT(...) len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__)
+    PUT("# HELP payd_events_written_total Events recorded with their change.\n"
+        "# TYPE payd_events_written_total counter\npayd_events_written_total %lld\n",
+        (long long)atomic_load(&stats.events_written));
+    PUT("# HELP payd_webhook_attempts_total Webhook delivery attempts by outcome.\n"
+        "# TYPE payd_webhook_attempts_total counter\n"
+        "payd_webhook_attempts_total{outcome=\"delivered\"} %lld\n"
+        "payd_webhook_attempts_total{outcome=\"retrying\"} %lld\n"
+        "payd_webhook_attempts_total{outcome=\"failed\"} %lld\n",
+        (long long)atomic_load(&stats.delivered), (long long)atomic_load(&stats.retried),
+        (long long)atomic_load(&stats.failed));
+    PUT("# HELP payd_webhook_attempt_duration_seconds Webhook request latency.\n"
+        "# TYPE payd_webhook_attempt_duration_seconds histogram\n");
+    long long cumulative = 0;
+    for (size_t b = 0; b < LATENCY_BUCKETS; b++) {
+        cumulative += atomic_load(&stats.latency_buckets[b]);
+        PUT("payd_webhook_attempt_duration_seconds_bucket{le=\"%g\"} %lld\n", latency_bounds_s[b],
+            cumulative);
+    }
+    cumulative += atomic_load(&stats.latency_buckets[LATENCY_BUCKETS]);
+    PUT("payd_webhook_attempt_duration_seconds_bucket{le=\"+Inf\"} %lld\n"
+        "payd_webhook_attempt_duration_seconds_sum %.6f\n"
+        "payd_webhook_attempt_duration_seconds_count %lld\n",
+        cumulative, (double)atomic_load(&stats.latency_sum_us) / 1e6,
+        (long long)atomic_load(&stats.latency_count));
+    double oldest = 0;
+    db_conn *db = store_reader(a->store);
+    db_stmt *st = db ? db_query(db,
+                                "SELECT MIN(created_at) FROM webhook_deliveries "
+                                "WHERE status = 'pending'",
+                                "")
+                     : NULL;
+    if (st && db_step(st) == DB_ROW && !db_is_null(st, 0))
+        oldest = (double)(now_us() - db_int(st, 0)) / 1e6;
+    if (st)
+        db_done(st);
+    PUT("# HELP payd_webhook_oldest_undelivered_seconds Age of the oldest event not yet "
+        "delivered to an endpoint.\n"
+        "# TYPE payd_webhook_oldest_undelivered_seconds gauge\n"
+        "payd_webhook_oldest_undelivered_seconds %.3f\n",
+        oldest);
+#undef PUT
+    return out;
+}
