@@ -23,8 +23,8 @@ class Receiver:
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.requests = []       # every request: dict(event_id, signature, body, outcome, at)
-        self.in_flight = {}      # event id -> attempts being handled now
-        self.overlaps = []       # event ids seen twice at the same moment
+        self.in_flight = {}      # (path, event id) -> attempts being handled now
+        self.overlaps = []       # (path, event id) seen twice at the same moment
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -33,12 +33,13 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 event_id = self.headers.get("Payd-Event-Id")
+                attempt_key = (self.path, event_id)  # one delivery: an endpoint and an event
                 with receiver.lock:
                     roll = receiver.random.random()
-                    n = receiver.in_flight.get(event_id, 0)
+                    n = receiver.in_flight.get(attempt_key, 0)
                     if n:
-                        receiver.overlaps.append(event_id)
-                    receiver.in_flight[event_id] = n + 1
+                        receiver.overlaps.append(attempt_key)
+                    receiver.in_flight[attempt_key] = n + 1
                 try:
                     if receiver.hold:
                         time.sleep(receiver.random.random() * receiver.hold)
@@ -55,7 +56,7 @@ class Receiver:
                             outcome=outcome, at=time.time(), path=self.path))
                 finally:
                     with receiver.lock:
-                        receiver.in_flight[event_id] -= 1
+                        receiver.in_flight[attempt_key] -= 1
                 if outcome == "dropped":
                     self.close_connection = True
                     self.connection.shutdown(2)
