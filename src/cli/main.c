@@ -221,7 +221,7 @@ static const command *find_command(const char *group, const char *verb, bool *gr
         if (strcmp(c->group, group) != 0)
             continue;
         *group_known = true;
-        if (verb && strcmp(c->verb, verb) == 0)
+        if ((verb && strcmp(c->verb, verb) == 0) || (!verb && !c->verb[0])) /* "" : no verb */
             return c;
     }
     return NULL;

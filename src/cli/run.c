@@ -340,6 +340,8 @@ static int run_export(invocation *inv, const char *path, payd_param *query, size
 int run_command(invocation *inv)
 {
     const command *c = inv->command;
+    if (c->run)
+        return c->run(inv);
     char *path = build_path(inv);
     if (!path) {
         fprintf(stderr, "payctl: \"%s %s\" needs one of:", c->group, c->verb);

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import Payd, free_port
+from conftest import PAYCTL, Payd, free_port
 from receiver import Receiver, sign
 
 BUILD = os.environ.get("PAYD_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
@@ -327,3 +327,72 @@ def test_metrics_count_events_and_attempts(server):
     assert written and int(written[0].split()[1]) > 10
     assert 'payd_webhook_attempts_total{outcome="delivered"}' in text
     assert "payd_webhook_oldest_undelivered_seconds" in text
+
+
+def payctl(user, *args, url=None):
+    env = dict(os.environ, PAYD_URL=url or user.server.url, PAYD_API_KEY=user.key)
+    return subprocess.run([PAYCTL, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_payctl_events_and_webhooks(server):
+    u = server.create_user("cli")
+    u.create_account()
+    listed = payctl(u, "events", "list", "--type", "account.created")
+    assert listed.returncode == 0, listed.stderr
+    event = json.loads(listed.stdout.splitlines()[0])
+    assert event["type"] == "account.created"
+    got = payctl(u, "events", "get", event["id"])
+    assert got.returncode == 0 and json.loads(got.stdout) == event
+    assert payctl(u, "events", "get", "evt_0000000000000").returncode == 1
+    made = payctl(u, "webhooks", "create", "--endpoint", "https://example.com/h",
+                  "--events", "payment.succeeded,refund.succeeded")
+    assert made.returncode == 0, made.stderr
+    ep = json.loads(made.stdout)
+    assert ep["secret"].startswith("whsec_")
+    assert ep["events"] == ["payment.succeeded", "refund.succeeded"]
+    assert payctl(u, "webhooks", "create", "--endpoint", "ftp://x/").returncode == 1
+    assert [json.loads(x)["id"] for x in payctl(u, "webhooks", "list").stdout.splitlines()] == [
+        ep["id"]]
+    assert payctl(u, "webhooks", "deliveries", ep["id"]).returncode == 0
+    assert payctl(u, "webhooks", "delete", ep["id"]).returncode == 0
+    assert payctl(u, "webhooks", "list").stdout == ""
+
+
+def test_payctl_listen_forwards_each_event_once_across_restarts(fresh_server, tmp_path):
+    s = fresh_server(args=["--rate-limit", "100000/s"])
+    u = s.create_user()
+    rx = Receiver()
+    state = str(tmp_path / "listen.json")
+    secret = "whsec_local"
+
+    def listen():
+        return payctl(u, "listen", "--forward-to", rx.url, "--state", state, "--secret", secret,
+                      "--since", "2026-01-01T00:00:00Z", "--settle", "0s", "--once")
+
+    try:
+        for _ in range(3):
+            u.create_account()
+        first = listen()
+        assert first.returncode == 0, first.stderr
+        assert len(rx.requests) == 3
+        # the server restarts; two more events; the receiver refuses once
+        s.stop()
+        s.start(port=s.port)
+        u.create_account()
+        u.create_account()
+        rx.fail_rate = 1.0
+        refused = listen()
+        assert refused.returncode == 3 and len(rx.requests) == 4  # stops at the refusal
+        rx.fail_rate = 0.0
+        again = listen()
+        assert again.returncode == 0, again.stderr
+        forwarded = [q for q in rx.requests if q["outcome"] == "ok"]
+        events = all_events(u)
+        assert [q["event_id"] for q in forwarded] == [e["id"] for e in events]
+        for q in forwarded:
+            assert json.loads(q["body"]) == u.get(f"/v1/events/{q['event_id']}").json
+            t = int(q["signature"].split(",")[0][2:])
+            assert q["signature"] == sign(secret, t, q["body"])
+        assert listen().returncode == 0 and len(rx.requests) == 6  # nothing new, nothing again
+    finally:
+        rx.close()
