@@ -40,8 +40,8 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
                  "SELECT id, $2, 'pending', 0, $3, 0, 0, $3 FROM webhook_endpoints "
                  "WHERE user_id = $1 AND disabled = 0 AND (events = ',*,' OR events LIKE $4)",
                  "iiis", (int64_t)req->user.id, (int64_t)id, created, pattern);
-    if (rc == DB_DONE)
-        webhook_events_recorded(1);
+    if (rc == DB_DONE) /* the worker is woken only when something was queued for it */
+        webhook_events_recorded(1, db_changes(db));
     return rc;
 }
 

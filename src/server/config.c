@@ -79,7 +79,7 @@ static const config_option options[] = {
      "how long a node holds a delivery attempt; longer than the 10 s request timeout"},
     {"webhook-max-in-flight", OPT_INT, FIELD(webhook_max_in_flight), "512", 1, 100000,
      "delivery requests one node keeps in flight"},
-    {"webhook-endpoint-concurrency", OPT_INT, FIELD(webhook_endpoint_concurrency), "32", 1, 100000,
+    {"webhook-endpoint-concurrency", OPT_INT, FIELD(webhook_endpoint_concurrency), "64", 1, 100000,
      "delivery requests in flight to one endpoint from one node"},
 };
 

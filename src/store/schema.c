@@ -100,13 +100,13 @@ static const char *const migrations[] = {
     /* 3: events and webhooks (§15), a transactional outbox. An event is written by the job that
      * makes its change, together with one pending delivery per matching endpoint; delivery
      * workers claim due deliveries with a lease (lease_id fences a worker whose lease expired).
-     * events holds ",type,…," or ",*," so matching is one indexed INSERT … SELECT. */
+     * events holds ",type,…," or ",*," so matching is one indexed INSERT … SELECT. Retention
+     * deletes by id range (Snowflake ids carry their time), so no index on age is needed. */
     "CREATE TABLE events ("
     "  id ID_PK, user_id BIGINT NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,"
     "  created_at BIGINT NOT NULL);"
     "CREATE INDEX events_page ON events (user_id, created_at, id);"
     "CREATE INDEX events_type_page ON events (user_id, type, created_at, id);"
-    "CREATE INDEX events_age ON events (created_at);"
     "CREATE TABLE webhook_endpoints ("
     "  id ID_PK, user_id BIGINT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,"
     "  description TEXT, secret TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
@@ -122,8 +122,7 @@ static const char *const migrations[] = {
     "  id ID_PK, endpoint_id BIGINT NOT NULL, event_id BIGINT NOT NULL, attempt INTEGER NOT NULL,"
     "  response_status INTEGER, latency_ms BIGINT NOT NULL, error TEXT, next_attempt_at BIGINT,"
     "  outcome TEXT NOT NULL, created_at BIGINT NOT NULL);"
-    "CREATE INDEX webhook_attempts_page ON webhook_attempts (endpoint_id, created_at, id);"
-    "CREATE INDEX webhook_attempts_age ON webhook_attempts (created_at);",
+    "CREATE INDEX webhook_attempts_page ON webhook_attempts (endpoint_id, created_at, id);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

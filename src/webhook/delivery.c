@@ -23,6 +23,7 @@
 #define CLAIM_BATCH        256
 #define IDLE_POLL_MS       100 /* other nodes' events, and retries falling due */
 #define BUSY_RETRY_MS      250 /* a delivery put back because its endpoint is at its cap */
+#define WAKE_CLAIM_MS      10  /* the shortest gap between two claims woken by new events */
 #define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
 #define SWEEP_INTERVAL_MS  60000
 
@@ -134,6 +135,7 @@ typedef struct attempt {
     int64_t latency_ms;
     bool delivered;
     const char *outcome; /* delivered, retrying or failed (gave up), set when recorded */
+    uint64_t record_id;  /* the attempt row's id */
 } attempt;
 
 typedef struct endpoint_load {
@@ -149,16 +151,21 @@ static struct {
     CURLM *multi;
     double scale;
     int in_flight;
-    attempt *active;      /* in flight, so a stop can free them */
+    attempt *active;   /* in flight, so a stop can free them */
+    struct held *held; /* claimed, waiting for a free slot of their endpoint */
+    int held_count;
+    atomic_bool wake; /* a job recorded events: claim now */
+    bool more_due;    /* the last claim was full: more are probably due */
+    int64_t last_claim_ns;
     endpoint_load *loads; /* small: endpoints with something in flight */
     int load_count, load_cap;
 } W;
 
-void webhook_events_recorded(int count)
+void webhook_events_recorded(int events, int64_t deliveries)
 {
-    atomic_fetch_add(&stats.events_written, count);
-    if (W.multi)
-        curl_multi_wakeup(W.multi);
+    atomic_fetch_add(&stats.events_written, events);
+    if (deliveries > 0 && !atomic_exchange(&W.wake, true) && W.multi)
+        curl_multi_wakeup(W.multi); /* once per claim, however many jobs wrote events */
 }
 
 static endpoint_load *load_of(uint64_t endpoint)
@@ -196,6 +203,14 @@ typedef struct claimed {
     char *url, *secret, *type, *data;
     int64_t event_created;
 } claimed;
+
+/* A claimed delivery not started yet because its endpoint is at its cap. It waits here while
+ * its lease leaves time for a whole attempt, and is handed back after that. */
+typedef struct held {
+    claimed c;
+    uint64_t lease_id;
+    int64_t lease_until;
+} held;
 
 typedef struct claim_job {
     int64_t now_us, lease_until;
@@ -275,9 +290,8 @@ static int claim_due(db_conn *db, void *arg)
 /* ---- record: one write job for every attempt that finished ---- */
 
 typedef struct finished {
-    attempt *list[CLAIM_BATCH];
+    attempt **list;
     int count;
-    uint64_t ids[CLAIM_BATCH];
 } finished;
 
 static int record_attempts(db_conn *db, void *arg)
@@ -303,9 +317,9 @@ static int record_attempts(db_conn *db, void *arg)
             "INSERT INTO webhook_attempts (id, endpoint_id, event_id, attempt, response_status, "
             "latency_ms, error, next_attempt_at, outcome, created_at) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            "iiiiziszsi", (int64_t)f->ids[i], (int64_t)t->endpoint_id, (int64_t)t->event_id,
+            "iiiiziszsi", (int64_t)t->record_id, (int64_t)t->endpoint_id, (int64_t)t->event_id,
             (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error[0] ? t->error : NULL,
-            next, outcome, id_decode(f->ids[i]).unix_ms * 1000);
+            next, outcome, id_decode(t->record_id).unix_ms * 1000);
         if (rc != DB_DONE)
             return rc;
         /* only the holder of the lease moves the delivery on */
@@ -325,7 +339,7 @@ static int record_attempts(db_conn *db, void *arg)
 }
 
 typedef struct release_job {
-    uint64_t endpoint_id[CLAIM_BATCH], event_id[CLAIM_BATCH], lease_id;
+    uint64_t endpoint_id[CLAIM_BATCH], event_id[CLAIM_BATCH], lease_id[CLAIM_BATCH];
     int count;
     int64_t until;
 } release_job;
@@ -340,7 +354,7 @@ static int release_claims(db_conn *db, void *arg)
                                "next_attempt_at = $4 WHERE endpoint_id = $1 AND event_id = $2 "
                                "AND lease_id = $3",
                                "iiii", (int64_t)r->endpoint_id[i], (int64_t)r->event_id[i],
-                               (int64_t)r->lease_id, r->until);
+                               (int64_t)r->lease_id[i], r->until);
         if (rc != DB_DONE)
             return rc;
     }
@@ -415,7 +429,8 @@ static void start_attempt(const claimed *c, uint64_t lease_id)
     W.in_flight++;
 }
 
-static void free_attempt(attempt *t)
+/* Ends the HTTP side of an attempt; the attempt itself lives on until it is recorded. */
+static void end_transfer(attempt *t)
 {
     if (t->prev)
         t->prev->next = t->next;
@@ -423,11 +438,14 @@ static void free_attempt(attempt *t)
         W.active = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    t->prev = t->next = NULL;
     curl_multi_remove_handle(W.multi, t->easy);
     curl_easy_cleanup(t->easy);
     curl_slist_free_all(t->headers);
     free(t->body);
-    free(t);
+    t->easy = NULL;
+    t->headers = NULL;
+    t->body = NULL;
 }
 
 static void observe(const attempt *t)
@@ -441,14 +459,71 @@ static void observe(const attempt *t)
     atomic_fetch_add(&stats.latency_count, 1);
 }
 
-/* Takes every finished transfer off the multi handle and records them in one job. */
+/* ---- the recorder: attempts are written by their own thread, so the worker never waits for a
+ * commit and an endpoint's slot frees the moment its answer arrives. An attempt keeps its lease
+ * until it is recorded, so no node can start the next one before. ---- */
+
+static struct {
+    pthread_t thread;
+    bool running, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    attempt *queue; /* finished attempts to record, newest first */
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void record_batch(attempt **list, int count)
+{
+    finished f = {.list = list, .count = count};
+    /* an attempt the store could not record stays leased and is made again when it runs out */
+    bool recorded = store_write(W.a->store, record_attempts, &f) == 0;
+    for (int i = 0; i < count; i++) {
+        attempt *t = list[i];
+        if (recorded)
+            atomic_fetch_add(t->delivered                      ? &stats.delivered
+                             : !strcmp(t->outcome, "retrying") ? &stats.retried
+                                                               : &stats.failed,
+                             1);
+        free(t);
+    }
+}
+
+static void *recorder_main(void *arg)
+{
+    (void)arg;
+    enum { BATCH = 1024 };
+    attempt **list = malloc(BATCH * sizeof *list);
+    pthread_mutex_lock(&R.lock);
+    for (;;) {
+        while (!R.queue && !R.stop)
+            pthread_cond_wait(&R.wake, &R.lock);
+        if (!R.queue && R.stop)
+            break;
+        attempt *taken = R.queue;
+        R.queue = NULL;
+        pthread_mutex_unlock(&R.lock);
+        int count = 0;
+        for (attempt *t = taken, *next; t; t = next) {
+            next = t->next;
+            list[count++] = t;
+            if (count == BATCH || !next) {
+                record_batch(list, count);
+                count = 0;
+            }
+        }
+        pthread_mutex_lock(&R.lock);
+    }
+    pthread_mutex_unlock(&R.lock);
+    free(list);
+    return NULL;
+}
+
+/* Takes every finished transfer off the multi handle and queues it for the recorder. */
 static void collect_finished(void)
 {
-    static finished f;
-    f.count = 0;
+    attempt *done = NULL, *last = NULL;
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(W.multi, &left)) && f.count < CLAIM_BATCH) {
+    while ((msg = curl_multi_info_read(W.multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         attempt *t;
@@ -461,63 +536,102 @@ static void collect_finished(void)
         if (msg->data.result == CURLE_OK && !t->delivered)
             snprintf(t->error, sizeof t->error, "the endpoint answered %ld", t->status);
         observe(t);
-        f.ids[f.count] = app_next_id(W.a);
-        f.list[f.count++] = t;
-    }
-    if (!f.count)
-        return;
-    /* an attempt the store could not record stays leased and is made again when it runs out */
-    bool recorded = store_write(W.a->store, record_attempts, &f) == 0;
-    for (int i = 0; i < f.count; i++) {
-        attempt *t = f.list[i];
-        if (recorded)
-            atomic_fetch_add(t->delivered                      ? &stats.delivered
-                             : !strcmp(t->outcome, "retrying") ? &stats.retried
-                                                               : &stats.failed,
-                             1);
+        t->record_id = app_next_id(W.a);
+        end_transfer(t);
         drop_load(t->endpoint_id);
         W.in_flight--;
-        free_attempt(t);
+        t->next = done;
+        done = t;
+        if (!last)
+            last = t;
     }
+    if (!done)
+        return;
+    pthread_mutex_lock(&R.lock);
+    last->next = R.queue;
+    R.queue = done;
+    pthread_cond_signal(&R.wake);
+    pthread_mutex_unlock(&R.lock);
 }
 
-static void claim_and_start(void)
+static void free_claim_strings(claimed *c)
+{
+    free(c->url);
+    free(c->secret);
+    free(c->type);
+    free(c->data);
+}
+
+/* Starts what the endpoints' caps allow, oldest claim first; hands back what waited too long
+ * to finish an attempt inside its lease. */
+static void start_held(void)
+{
+    static release_job r;
+    r.count = 0;
+    r.until = now_us() + BUSY_RETRY_MS * 1000;
+    int64_t latest_start =
+        now_us() + (REQUEST_TIMEOUT_MS + 500) * 1000LL; /* --webhook-lease >= 11 s */
+    int kept = 0;
+    for (int i = 0; i < W.held_count; i++) {
+        held *h = &W.held[i];
+        if (h->lease_until > latest_start &&
+            load_of(h->c.endpoint_id)->in_flight < W.a->cfg.webhook_endpoint_concurrency) {
+            start_attempt(&h->c, h->lease_id);
+            free_claim_strings(&h->c);
+        } else if (h->lease_until <= latest_start && r.count < CLAIM_BATCH) {
+            r.endpoint_id[r.count] = h->c.endpoint_id;
+            r.event_id[r.count] = h->c.event_id;
+            r.lease_id[r.count++] = h->lease_id;
+            free_claim_strings(&h->c);
+        } else {
+            W.held[kept++] = *h;
+        }
+    }
+    W.held_count = kept;
+    for (int i = 0; i < W.load_count;) /* endpoints looked at but given nothing */
+        if (W.loads[i].in_flight == 0)
+            W.loads[i] = W.loads[--W.load_count];
+        else
+            i++;
+    if (r.count)
+        store_write(W.a->store, release_claims, &r);
+}
+
+/* Claims due deliveries when there is room and a reason to look: an event was just recorded,
+ * the last claim was full, or IDLE_POLL_MS passed (retries falling due, other nodes' events). */
+static void claim(void)
 {
     static claim_job j;
-    static release_job r;
-    int free_slots = (int)W.a->cfg.webhook_max_in_flight - W.in_flight;
+    int free_slots = (int)W.a->cfg.webhook_max_in_flight - W.in_flight - W.held_count;
+    int64_t now_ns = monotonic_ns();
     if (free_slots <= 0)
         return;
+    int64_t since_ns = now_ns - W.last_claim_ns;
+    /* a wake-up claims at most every WAKE_CLAIM_MS: under load one claim takes many events */
+    bool wake = since_ns >= WAKE_CLAIM_MS * 1000000LL && atomic_exchange(&W.wake, false);
+    if (!wake && !W.more_due && since_ns < IDLE_POLL_MS * 1000000LL)
+        return;
+    W.last_claim_ns = now_ns;
     j.now_us = now_us();
     j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
     j.lease_id = app_next_id(W.a);
     j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
     if (store_write(W.a->store, claim_due, &j) != 0) {
         free_claimed(&j);
+        W.more_due = false;
         return;
     }
-    r.count = 0;
-    r.lease_id = j.lease_id;
-    r.until = j.now_us + BUSY_RETRY_MS * 1000;
+    W.more_due = j.count == j.limit;
     for (int i = 0; i < j.count; i++) {
         claimed *c = &j.rows[i];
-        if (!c->url || !c->type) /* its endpoint or event is gone: nothing to send */
-            continue;
-        if (load_of(c->endpoint_id)->in_flight >= W.a->cfg.webhook_endpoint_concurrency) {
-            r.endpoint_id[r.count] = c->endpoint_id;
-            r.event_id[r.count++] = c->event_id;
+        if (!c->url || !c->type) { /* its endpoint or event is gone: nothing to send */
+            free_claim_strings(c);
             continue;
         }
-        start_attempt(c, j.lease_id);
+        W.held[W.held_count++] =
+            (held){.c = *c, .lease_id = j.lease_id, .lease_until = j.lease_until};
     }
-    for (int i = 0; i < W.load_count;) /* endpoints looked at but given nothing */
-        if (W.loads[i].in_flight == 0)
-            W.loads[i] = W.loads[--W.load_count];
-        else
-            i++;
-    free_claimed(&j);
-    if (r.count)
-        store_write(W.a->store, release_claims, &r);
+    j.count = 0; /* the strings moved to W.held */
 }
 
 typedef struct sweep_job {
@@ -528,11 +642,17 @@ typedef struct sweep_job {
 static int sweep(db_conn *db, void *arg)
 {
     sweep_job *s = arg;
-    db_status rc = db_exec(db, "DELETE FROM events WHERE created_at < $1", "i", s->before);
+    /* the first Snowflake id of that millisecond: every older row has a smaller id */
+    int64_t ms = s->before / 1000 - PAYD_EPOCH_MS;
+    int64_t first_id = ms > 0 ? ms << 22 : 0;
+    db_status rc = db_exec(db, "DELETE FROM events WHERE id < $1", "i", first_id);
+    if (rc == DB_DONE) /* finished deliveries carry their finishing time in next_attempt_at */
+        rc = db_exec(db,
+                     "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
+                     "AND next_attempt_at < $1",
+                     "i", s->before);
     if (rc == DB_DONE)
-        rc = db_exec(db, "DELETE FROM webhook_deliveries WHERE created_at < $1", "i", s->before);
-    if (rc == DB_DONE)
-        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE created_at < $1", "i", s->before);
+        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE id < $1", "i", first_id);
     return rc;
 }
 
@@ -557,10 +677,12 @@ static void *worker_main(void *arg)
         int running;
         curl_multi_perform(W.multi, &running);
         collect_finished();
-        claim_and_start();
+        claim();
+        start_held();
         curl_multi_perform(W.multi, &running);
         /* woken early by curl_multi_wakeup when a job wrote events */
-        curl_multi_poll(W.multi, NULL, 0, IDLE_POLL_MS, NULL);
+        curl_multi_poll(W.multi, NULL, 0, atomic_load(&W.wake) ? WAKE_CLAIM_MS : IDLE_POLL_MS,
+                        NULL);
     }
     return NULL;
 }
@@ -573,10 +695,15 @@ int webhook_worker_start(app *a)
     if (!W.multi)
         return -1;
     curl_multi_setopt(W.multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.webhook_max_in_flight);
+    W.held = calloc((size_t)a->cfg.webhook_max_in_flight, sizeof *W.held);
     /* SQLite has one node: a lease still held now was held by this node before it stopped */
     if (store_kind(a->store) == DB_SQLITE)
         store_write(a->store, release_own_leases, NULL);
     atomic_store(&W.stop, false);
+    R.stop = false;
+    R.running = pthread_create(&R.thread, NULL, recorder_main, NULL) == 0;
+    if (!R.running)
+        return -1;
     W.running = pthread_create(&W.thread, NULL, worker_main, NULL) == 0;
     return W.running ? 0 : -1;
 }
@@ -590,8 +717,23 @@ void webhook_worker_stop(void)
     pthread_join(W.thread, NULL);
     W.running = false;
     /* what is still in flight is abandoned: its lease runs out and the attempt is made again */
-    while (W.active)
-        free_attempt(W.active);
+    while (W.active) {
+        attempt *t = W.active;
+        end_transfer(t);
+        free(t);
+    }
+    pthread_mutex_lock(&R.lock); /* the recorder writes what finished, then ends */
+    R.stop = true;
+    pthread_cond_signal(&R.wake);
+    pthread_mutex_unlock(&R.lock);
+    if (R.running)
+        pthread_join(R.thread, NULL);
+    R.running = false;
+    for (int i = 0; i < W.held_count; i++) /* their leases run out; the attempts are made again */
+        free_claim_strings(&W.held[i].c);
+    free(W.held);
+    W.held = NULL;
+    W.held_count = 0;
     curl_multi_cleanup(W.multi);
     W.multi = NULL;
     free(W.loads);

@@ -18,9 +18,10 @@ struct app;
 int webhook_worker_start(struct app *a);
 void webhook_worker_stop(void);
 
-/* Counts events written by a job and wakes the worker: on SQLite its claim queues behind the
- * commit that holds them, so the first attempt leaves right after that commit. */
-void webhook_events_recorded(int count);
+/* Counts events written by a job and, when it queued deliveries, wakes the worker: on SQLite
+ * its claim queues behind the commit that holds them, so the first attempt leaves right after
+ * that commit. */
+void webhook_events_recorded(int events, int64_t deliveries);
 
 /* The event document {"id", "object": "event", "type", "created_at", "data": {"object"}}: the
  * body of GET /v1/events/{id} and of every delivery. */

@@ -396,3 +396,19 @@ def test_payctl_listen_forwards_each_event_once_across_restarts(fresh_server, tm
         assert listen().returncode == 0 and len(rx.requests) == 6  # nothing new, nothing again
     finally:
         rx.close()
+
+
+def test_retention_sweeps_old_events(fresh_server):
+    s = fresh_server(args=["--event-retention", "1s"])
+    u = s.create_user()
+    u.create_account()
+    assert len(all_events(u)) == 1
+    time.sleep(1.2)
+    s.stop()
+    s.start(port=s.port)  # the sweeper runs at start, then every minute
+    u.create_account()
+    deadline = time.time() + 10
+    while len(all_events(u)) != 1 and time.time() < deadline:
+        time.sleep(0.1)
+    assert [e["type"] for e in all_events(u)] == ["account.created"]
+    assert len(u.get("/v1/accounts").json["data"]) == 2
