@@ -100,7 +100,7 @@ static const char *const migrations[] = {
     /* 3: events and webhooks (§15), a transactional outbox. An event is written by the job that
      * makes its change, together with one pending delivery per matching endpoint; delivery
      * workers claim due deliveries with a lease (lease_id fences a worker whose lease expired).
-     * events holds ",type,…," or ",*," so matching is one indexed INSERT … SELECT. Retention
+     * events holds ",type,…," or ",*,". Retention
      * deletes by id range (Snowflake ids carry their time), so no index on age is needed. */
     "CREATE TABLE events ("
     "  id ID_PK, user_id BIGINT NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,"
