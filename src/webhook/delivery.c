@@ -109,15 +109,41 @@ bool webhook_address_private(const struct sockaddr *sa)
 
 /* ---- metrics ---- */
 
-static const double latency_bounds_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-#define LATENCY_BUCKETS (sizeof latency_bounds_s / sizeof latency_bounds_s[0])
+#define MAX_BUCKETS 16
+
+typedef struct histogram {
+    const char *name, *help;
+    const double *bounds; /* seconds, ascending, ending with 0 */
+    atomic_llong buckets[MAX_BUCKETS + 1];
+    atomic_llong sum_us, count;
+} histogram;
+
+static const double attempt_bounds_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5,   1,    2.5,   5,    10,  0};
+static const double lag_bounds_s[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600, 86400, 0};
 
 static struct {
     atomic_llong events_written;
     atomic_llong delivered, retried, failed; /* attempts by outcome */
-    atomic_llong latency_buckets[LATENCY_BUCKETS + 1];
-    atomic_llong latency_sum_us, latency_count;
-} stats;
+    histogram attempt, lag;
+} stats = {
+    .attempt = {.name = "payd_webhook_attempt_duration_seconds",
+                .help = "Webhook request latency, per attempt.",
+                .bounds = attempt_bounds_s},
+    .lag = {.name = "payd_webhook_delivery_lag_seconds",
+            .help = "From an event's commit to its delivery (2xx), retries included.",
+            .bounds = lag_bounds_s},
+};
+
+static void observe(histogram *h, int64_t us)
+{
+    size_t b = 0;
+    while (h->bounds[b] > 0 && (double)us / 1e6 > h->bounds[b])
+        b++;
+    atomic_fetch_add(&h->buckets[b], 1);
+    atomic_fetch_add(&h->sum_us, us);
+    atomic_fetch_add(&h->count, 1);
+}
 
 /* ---- the worker ---- */
 
@@ -268,8 +294,11 @@ static int claim_due(db_conn *db, void *arg)
         return rc;
     for (int i = 0; i < j->count; i++) {
         claimed *c = &j->rows[i];
-        st = db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1", "i",
-                      (int64_t)c->endpoint_id);
+        /* a disabled endpoint's deliveries wait (leased, then claimed again) until it is
+         * enabled or deleted */
+        st =
+            db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
+                     "i", (int64_t)c->endpoint_id);
         if (db_step(st) == DB_ROW) {
             c->url = dup_text(db_text(st, 0));
             c->secret = dup_text(db_text(st, 1));
@@ -448,17 +477,6 @@ static void end_transfer(attempt *t)
     t->body = NULL;
 }
 
-static void observe(const attempt *t)
-{
-    double s = (double)t->latency_ms / 1000;
-    size_t b = 0;
-    while (b < LATENCY_BUCKETS && s > latency_bounds_s[b])
-        b++;
-    atomic_fetch_add(&stats.latency_buckets[b], 1);
-    atomic_fetch_add(&stats.latency_sum_us, t->latency_ms * 1000);
-    atomic_fetch_add(&stats.latency_count, 1);
-}
-
 /* ---- the recorder: attempts are written by their own thread, so the worker never waits for a
  * commit and an endpoint's slot frees the moment its answer arrives. An attempt keeps its lease
  * until it is recorded, so no node can start the next one before. ---- */
@@ -535,7 +553,9 @@ static void collect_finished(void)
         t->delivered = msg->data.result == CURLE_OK && t->status >= 200 && t->status < 300;
         if (msg->data.result == CURLE_OK && !t->delivered)
             snprintf(t->error, sizeof t->error, "the endpoint answered %ld", t->status);
-        observe(t);
+        observe(&stats.attempt, t->latency_ms * 1000);
+        if (t->delivered)
+            observe(&stats.lag, now_us() - t->event_created_us);
         t->record_id = app_next_id(W.a);
         end_transfer(t);
         drop_load(t->endpoint_id);
@@ -745,7 +765,7 @@ void webhook_worker_stop(void)
 
 char *webhook_metrics_render(app *a)
 {
-    size_t cap = 4096, len = 0;
+    size_t cap = 16384, len = 0; /* the whole text is about 4 KiB */
     char *out = malloc(cap);
 #define PUT(...) len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__)
     PUT("# HELP payd_events_written_total Events recorded with their change.\n"
@@ -758,20 +778,19 @@ char *webhook_metrics_render(app *a)
         "payd_webhook_attempts_total{outcome=\"failed\"} %lld\n",
         (long long)atomic_load(&stats.delivered), (long long)atomic_load(&stats.retried),
         (long long)atomic_load(&stats.failed));
-    PUT("# HELP payd_webhook_attempt_duration_seconds Webhook request latency.\n"
-        "# TYPE payd_webhook_attempt_duration_seconds histogram\n");
-    long long cumulative = 0;
-    for (size_t b = 0; b < LATENCY_BUCKETS; b++) {
-        cumulative += atomic_load(&stats.latency_buckets[b]);
-        PUT("payd_webhook_attempt_duration_seconds_bucket{le=\"%g\"} %lld\n", latency_bounds_s[b],
-            cumulative);
+    for (histogram *h = &stats.attempt; h <= &stats.lag; h++) {
+        PUT("# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+        long long cumulative = 0;
+        size_t b = 0;
+        for (; h->bounds[b] > 0; b++) {
+            cumulative += atomic_load(&h->buckets[b]);
+            PUT("%s_bucket{le=\"%g\"} %lld\n", h->name, h->bounds[b], cumulative);
+        }
+        cumulative += atomic_load(&h->buckets[b]);
+        PUT("%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n", h->name, cumulative,
+            h->name, (double)atomic_load(&h->sum_us) / 1e6, h->name,
+            (long long)atomic_load(&h->count));
     }
-    cumulative += atomic_load(&stats.latency_buckets[LATENCY_BUCKETS]);
-    PUT("payd_webhook_attempt_duration_seconds_bucket{le=\"+Inf\"} %lld\n"
-        "payd_webhook_attempt_duration_seconds_sum %.6f\n"
-        "payd_webhook_attempt_duration_seconds_count %lld\n",
-        cumulative, (double)atomic_load(&stats.latency_sum_us) / 1e6,
-        (long long)atomic_load(&stats.latency_count));
     double oldest = 0;
     db_conn *db = store_reader(a->store);
     db_stmt *st = db ? db_query(db,

@@ -327,6 +327,9 @@ def test_metrics_count_events_and_attempts(server):
     assert written and int(written[0].split()[1]) > 10
     assert 'payd_webhook_attempts_total{outcome="delivered"}' in text
     assert "payd_webhook_oldest_undelivered_seconds" in text
+    lag = [line for line in text.splitlines()
+           if line.startswith("payd_webhook_delivery_lag_seconds_count")]
+    assert lag and int(lag[0].split()[1]) > 0
 
 
 def payctl(user, *args, url=None):
