@@ -21,11 +21,12 @@
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
 #define CLAIM_BATCH        256
-#define IDLE_POLL_MS       100 /* other nodes' events, and retries falling due */
-#define BUSY_RETRY_MS      250 /* a delivery put back because its endpoint is at its cap */
-#define WAKE_CLAIM_MS      10  /* the shortest gap between two claims woken by new events */
+#define IDLE_POLL_MS       100  /* other nodes' events, and retries falling due */
+#define BUSY_RETRY_MS      1000 /* a delivery put back because its endpoint is at its cap */
+#define WAKE_CLAIM_MS      10   /* the shortest gap between two claims woken by new events */
 #define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
 #define SWEEP_INTERVAL_MS  60000
+#define MAX_HANDED_BACK    32 /* endpoints remembered as full at the last claim */
 
 /* §15: about 1 min, 5 min, 30 min, 2 h, 5 h, 10 h, then every 12 h */
 static const int64_t retry_schedule_ms[] = {60000,    300000,   1800000, 7200000,
@@ -164,9 +165,12 @@ typedef struct attempt {
     uint64_t record_id;  /* the attempt row's id */
 } attempt;
 
+/* What this node has for one endpoint: in flight (at most its cap) and claimed but waiting (at
+ * most three caps; more is handed back at once), so a stuck endpoint holds a bounded share of
+ * this node's slots and the others keep theirs. */
 typedef struct endpoint_load {
     uint64_t id;
-    int in_flight;
+    int in_flight, held;
 } endpoint_load;
 
 static struct {
@@ -183,6 +187,8 @@ static struct {
     atomic_bool wake; /* a job recorded events: claim now */
     bool more_due;    /* the last claim was full: more are probably due */
     int64_t last_claim_ns;
+    uint64_t full[MAX_HANDED_BACK]; /* endpoints the last claim handed deliveries back for */
+    int full_count;
     endpoint_load *loads; /* small: endpoints with something in flight */
     int load_count, load_cap;
 } W;
@@ -207,11 +213,14 @@ static endpoint_load *load_of(uint64_t endpoint)
     return &W.loads[W.load_count++];
 }
 
-static void drop_load(uint64_t endpoint)
+/* Forgets endpoints with nothing in flight and nothing waiting. */
+static void prune_loads(void)
 {
-    for (int i = 0; i < W.load_count; i++)
-        if (W.loads[i].id == endpoint && --W.loads[i].in_flight == 0)
+    for (int i = 0; i < W.load_count;)
+        if (W.loads[i].in_flight == 0 && W.loads[i].held == 0)
             W.loads[i] = W.loads[--W.load_count];
+        else
+            i++;
 }
 
 static double unit_random(void)
@@ -558,7 +567,7 @@ static void collect_finished(void)
             observe(&stats.lag, now_us() - t->event_created_us);
         t->record_id = app_next_id(W.a);
         end_transfer(t);
-        drop_load(t->endpoint_id);
+        load_of(t->endpoint_id)->in_flight--;
         W.in_flight--;
         t->next = done;
         done = t;
@@ -594,11 +603,14 @@ static void start_held(void)
     int kept = 0;
     for (int i = 0; i < W.held_count; i++) {
         held *h = &W.held[i];
+        endpoint_load *load = load_of(h->c.endpoint_id);
         if (h->lease_until > latest_start &&
-            load_of(h->c.endpoint_id)->in_flight < W.a->cfg.webhook_endpoint_concurrency) {
+            load->in_flight < W.a->cfg.webhook_endpoint_concurrency) {
+            load->held--;
             start_attempt(&h->c, h->lease_id);
             free_claim_strings(&h->c);
         } else if (h->lease_until <= latest_start && r.count < CLAIM_BATCH) {
+            load->held--;
             r.endpoint_id[r.count] = h->c.endpoint_id;
             r.event_id[r.count] = h->c.event_id;
             r.lease_id[r.count++] = h->lease_id;
@@ -608,20 +620,37 @@ static void start_held(void)
         }
     }
     W.held_count = kept;
-    for (int i = 0; i < W.load_count;) /* endpoints looked at but given nothing */
-        if (W.loads[i].in_flight == 0)
-            W.loads[i] = W.loads[--W.load_count];
-        else
-            i++;
+    prune_loads();
     if (r.count)
         store_write(W.a->store, release_claims, &r);
 }
 
+/* Has an endpoint the last claim found full (it handed deliveries back) made room since? Its
+ * backlog is likely still due. */
+static bool full_endpoint_has_room(void)
+{
+    int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
+    for (int i = 0; i < W.full_count; i++) {
+        bool found = false;
+        for (int k = 0; k < W.load_count && !found; k++)
+            if (W.loads[k].id == W.full[i]) {
+                found = true;
+                if (W.loads[k].held < cap)
+                    return true;
+            }
+        if (!found)
+            return true;
+    }
+    return false;
+}
+
 /* Claims due deliveries when there is room and a reason to look: an event was just recorded,
- * the last claim was full, or IDLE_POLL_MS passed (retries falling due, other nodes' events). */
+ * the last claim was full, an endpoint found full made room, or IDLE_POLL_MS passed (retries
+ * falling due, other nodes' events). */
 static void claim(void)
 {
     static claim_job j;
+    static release_job r;
     int free_slots = (int)W.a->cfg.webhook_max_in_flight - W.in_flight - W.held_count;
     int64_t now_ns = monotonic_ns();
     if (free_slots <= 0)
@@ -629,29 +658,52 @@ static void claim(void)
     int64_t since_ns = now_ns - W.last_claim_ns;
     /* a wake-up claims at most every WAKE_CLAIM_MS: under load one claim takes many events */
     bool wake = since_ns >= WAKE_CLAIM_MS * 1000000LL && atomic_exchange(&W.wake, false);
-    if (!wake && !W.more_due && since_ns < IDLE_POLL_MS * 1000000LL)
+    if (!wake && !W.more_due && !full_endpoint_has_room() && since_ns < IDLE_POLL_MS * 1000000LL)
         return;
     W.last_claim_ns = now_ns;
     j.now_us = now_us();
     j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
     j.lease_id = app_next_id(W.a);
+    int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
     j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
     if (store_write(W.a->store, claim_due, &j) != 0) {
         free_claimed(&j);
         W.more_due = false;
         return;
     }
-    W.more_due = j.count == j.limit;
+    W.full_count = 0;
+    r.count = 0;
+    r.until = j.now_us + BUSY_RETRY_MS * 1000;
     for (int i = 0; i < j.count; i++) {
         claimed *c = &j.rows[i];
         if (!c->url || !c->type) { /* its endpoint or event is gone: nothing to send */
             free_claim_strings(c);
             continue;
         }
+        endpoint_load *load = load_of(c->endpoint_id);
+        if (load->held >= 3 * cap) {
+            /* its endpoint has its fill: handed back at once, due again a little later */
+            bool known = false;
+            for (int k = 0; k < W.full_count && !known; k++)
+                known = W.full[k] == c->endpoint_id;
+            if (!known && W.full_count < MAX_HANDED_BACK)
+                W.full[W.full_count++] = c->endpoint_id;
+            r.endpoint_id[r.count] = c->endpoint_id;
+            r.event_id[r.count] = c->event_id;
+            r.lease_id[r.count++] = j.lease_id;
+            free_claim_strings(c);
+            continue;
+        }
+        load->held++;
         W.held[W.held_count++] =
             (held){.c = *c, .lease_id = j.lease_id, .lease_until = j.lease_until};
     }
-    j.count = 0; /* the strings moved to W.held */
+    /* a full claim may have left more due, unless it was full of what had to be handed back */
+    W.more_due = j.count == j.limit && r.count == 0;
+    j.count = 0; /* the strings moved to W.held or were freed */
+    prune_loads();
+    if (r.count)
+        store_write(W.a->store, release_claims, &r);
 }
 
 typedef struct sweep_job {

@@ -18,8 +18,10 @@ def sign(secret, t, body):
 
 
 class Receiver:
-    def __init__(self, fail_rate=0.0, drop_rate=0.0, hold=0.0, seed=None):
-        self.fail_rate, self.drop_rate, self.hold = fail_rate, drop_rate, hold
+    def __init__(self, fail_rate=0.0, drop_rate=0.0, hold=0.0, seed=None, gate=None):
+        """gate: a threading.Event every request waits for before it is answered."""
+        self.fail_rate, self.drop_rate, self.hold, self.gate = fail_rate, drop_rate, hold, gate
+        self.waiting = 0         # requests held at the gate right now
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.requests = []       # every request: dict(event_id, signature, body, outcome, at)
@@ -41,6 +43,12 @@ class Receiver:
                         receiver.overlaps.append(attempt_key)
                     receiver.in_flight[attempt_key] = n + 1
                 try:
+                    if receiver.gate is not None:
+                        with receiver.lock:
+                            receiver.waiting += 1
+                        receiver.gate.wait(30)
+                        with receiver.lock:
+                            receiver.waiting -= 1
                     if receiver.hold:
                         time.sleep(receiver.random.random() * receiver.hold)
                     if roll < receiver.drop_rate:

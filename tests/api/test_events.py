@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 
@@ -250,6 +251,30 @@ def test_deliveries_are_signed_and_filtered_by_type(server):
         assert attempts[0]["outcome"] == "delivered" and attempts[0]["next_attempt_at"] is None
     finally:
         rx.close()
+
+
+def test_a_stuck_endpoint_does_not_hold_up_the_others(fresh_server):
+    """One endpoint never answers while the test holds its gate; another gets every event. The
+    node has 64 slots and a cap of 8 per endpoint: without the cap the stuck endpoint's backlog
+    would take every slot."""
+    s = fresh_server(args=["--rate-limit", "100000/s", "--webhook-max-in-flight", "64",
+                           "--webhook-endpoint-concurrency", "8"])
+    u = s.create_user("stuck")
+    gate = threading.Event()
+    stuck, fast = Receiver(gate=gate), Receiver()
+    try:
+        for rx in (stuck, fast):
+            assert u.post("/v1/webhook_endpoints",
+                          {"url": rx.url, "events": ["account.created"]}).status == 201
+        for _ in range(150):  # more than the node's 64 slots
+            u.create_account()
+        assert fast.wait_for(lambda r: len(r.delivered()) == 150)
+        with stuck.lock:
+            assert 0 < stuck.waiting <= 8 and not stuck.requests
+    finally:
+        gate.set()
+        stuck.close()
+        fast.close()
 
 
 def test_failed_attempts_are_retried_and_explained(server):
