@@ -211,8 +211,6 @@ static int change_status(db_conn *db, void *arg)
          * the requested change has already happened, whatever If-Match said) */
         reply_etag(req, version);
         reply_json(req, 200, order_json(st));
-        if (changed) /* §15: only a real change is an event */
-            rc = event_record_reply(db, req, "order.status_changed", NULL);
     } else if (c->expected != 0 && version != c->expected) {
         reply_version_conflict(req, c->from_if_match, version);
     } else if (c->from && !strcmp(status, c->from)) {
@@ -225,6 +223,10 @@ static int change_status(db_conn *db, void *arg)
                           json_pack("{s:s}", "current_status", status));
     }
     db_done(st);
+    /* §15: only a real change is an event (written after the row is read: one statement open at
+     * a time on the connection) */
+    if (rc == 0 && changed)
+        rc = event_record_reply(db, req, "order.status_changed", NULL);
     return rc;
 }
 
