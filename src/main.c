@@ -24,6 +24,7 @@
 #include "server/fault.h"
 #include "server/lease.h"
 #include "server/metrics.h"
+#include "webhook/delivery.h"
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
 static void usage(FILE *out)
@@ -122,7 +123,7 @@ static bool cli_lease_ids(store *s)
 {
     char err[512];
     id_generator_init(&cli_ids, 0, NULL, NULL);
-    cli_lease = lease_acquire(s, NODE_AUTO, &cli_ids, false, err, sizeof err);
+    cli_lease = lease_acquire(s, NODE_AUTO, &cli_ids, LEASE_COMMAND, err, sizeof err);
     if (!cli_lease)
         fprintf(stderr, "payd: %s\n", err);
     return cli_lease != NULL;
@@ -461,8 +462,8 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "payd: cannot initialise ids\n");
         return 1;
     }
-    node_lease *lease = lease_acquire(a.store, (int)a.cfg.node_id, &a.ids,
-                                      store_kind(a.store) == DB_POSTGRES, err, sizeof err);
+    node_lease *lease =
+        lease_acquire(a.store, (int)a.cfg.node_id, &a.ids, LEASE_SERVE, err, sizeof err);
     if (!lease) {
         fprintf(stderr, "payd: %s\n", err);
         store_close(a.store);
@@ -491,6 +492,10 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     idem_recovery_start(&a);
+    if (webhook_worker_start(&a) != 0) {
+        fprintf(stderr, "payd: cannot start the webhook delivery worker\n");
+        return 1;
+    }
     jsonw line;
     log_begin(&line, "info", "payd serving");
     jw_key(&line, "listen"); /* the real address: port 0 has been replaced by the one picked */
@@ -510,6 +515,7 @@ static int cmd_serve(int argc, char **argv)
     log_end(&line);
     http_server_stop(&a);
     idem_recovery_stop();
+    webhook_worker_stop();
     lease_release(lease);
     store_close(a.store);
     processor_free(a.processor);

@@ -216,6 +216,31 @@ PAYD_API char *payd_escape(const char *text);
 PAYD_API int payd_uuid4(char out[37]);
 PAYD_API void payd_free(void *memory);
 
+/* ---- webhooks (§15): verifying what payd sends to your endpoint ---- */
+
+typedef enum payd_webhook_check {
+    PAYD_WEBHOOK_OK = 0,
+    PAYD_WEBHOOK_MALFORMED,     /* no t= or no v1= in the Payd-Signature header */
+    PAYD_WEBHOOK_BAD_SIGNATURE, /* no v1= matches the body and timestamp under this secret */
+    PAYD_WEBHOOK_TOO_OLD,       /* t= is further than the tolerance from now (either way) */
+} payd_webhook_check;
+
+#define PAYD_WEBHOOK_TOLERANCE_S 300 /* five minutes */
+
+/* Checks a delivery: signature_header is the Payd-Signature value ("t=<unix>,v1=<hex>", maybe
+ * several v1= while a secret rotates), body the raw request body as received (before any JSON
+ * parsing). The MAC is compared in constant time. tolerance_s <= 0 means
+ * PAYD_WEBHOOK_TOLERANCE_S; now_s <= 0 means the current time. A timestamp outside the window
+ * is refused even with a good MAC, so a captured request cannot be replayed later. */
+PAYD_API payd_webhook_check payd_webhook_verify(const char *secret, const char *signature_header,
+                                                const char *body, size_t body_len,
+                                                int64_t tolerance_s, int64_t now_s);
+/* Writes "t=<unix_s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>" into out (cap >= 96): what
+ * payd sends, for tests and for forwarding (payctl listen). 0 ok, -1 when out is too small. */
+PAYD_API int payd_webhook_sign(const char *secret, int64_t unix_s, const char *body,
+                               size_t body_len, char *out, size_t cap);
+PAYD_API const char *payd_webhook_check_name(payd_webhook_check check);
+
 #ifdef __cplusplus
 }
 #endif

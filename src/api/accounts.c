@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "idem/idem.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
@@ -47,7 +48,8 @@ static int insert_account(db_conn *db, void *arg)
     reply_header(n->req, "Location", location);
     reply_header(n->req, "ETag", "\"v1\"");
     reply_json(n->req, 201, body);
-    return 0;
+    /* §15: the event commits with the account */
+    return event_record_reply(db, n->req, "account.created", NULL);
 }
 
 void accounts_create(request *req)

@@ -44,6 +44,17 @@ void users_update(request *req);
 void api_keys_list(request *req);
 void api_keys_create(request *req);
 void api_keys_revoke(request *req);
+/* events and webhooks (§15): events.c, webhooks.c */
+void events_list(request *req);
+void events_get(request *req);
+void webhooks_create(request *req);
+void webhooks_list(request *req);
+void webhooks_get(request *req);
+void webhooks_update(request *req);
+void webhooks_delete(request *req);
+void webhooks_deliveries(request *req);
+/* The order as this connection sees it now (NULL when there is none). */
+json_t *order_read_json(db_conn *db, uint64_t id);
 
 void products_create(request *req);
 void products_get(request *req);

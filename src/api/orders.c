@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/timefmt.h"
@@ -28,6 +29,15 @@ json_t *order_json(db_stmt *st)
                      db_is_null(st, 5) ? json_null() : json_id("pay", (uint64_t)db_int(st, 5)),
                      "version", (json_int_t)db_int(st, 6), "created_at", json_time(db_int(st, 7)),
                      "updated_at", json_time(db_int(st, 8)));
+}
+
+json_t *order_read_json(db_conn *db, uint64_t id)
+{
+    db_stmt *st =
+        db_query(db, "SELECT " ORDER_COLUMNS " FROM orders WHERE id = $1", "i", (int64_t)id);
+    json_t *out = db_step(st) == DB_ROW ? order_json(st) : NULL;
+    db_done(st);
+    return out;
 }
 
 static const char *const order_statuses[] = {"created",   "paid",     "cancelled", "shipped",
@@ -91,7 +101,8 @@ static int insert_order(db_conn *db, void *arg)
                   json_time(o->now), "updated_at", json_time(o->now));
     reply_etag(req, 1);
     reply_created(req, "/v1/orders", id, body);
-    return 0;
+    /* §15: the event commits with the order */
+    return event_record_reply(db, req, "order.created", NULL);
 }
 
 void orders_create(request *req)
@@ -213,6 +224,10 @@ static int change_status(db_conn *db, void *arg)
                           json_pack("{s:s}", "current_status", status));
     }
     db_done(st);
+    /* §15: only a real change is an event (written after the row is read: one statement open at
+     * a time on the connection) */
+    if (rc == 0 && changed)
+        rc = event_record_reply(db, req, "order.status_changed", NULL);
     return rc;
 }
 

@@ -49,13 +49,15 @@ static bool parse_time_or_reply(request *req, const char *name, int64_t *out, co
 bool list_filters_or_reply(request *req, const list_query *q, list_filters *f)
 {
     memset(f, 0, sizeof *f);
-    f->status = q->status_column ? request_query(req, "status") : NULL;
+    f->status_param = q->status_param ? q->status_param : "status";
+    f->status = q->status_column ? request_query(req, f->status_param) : NULL;
     if (f->status) {
         bool known = false;
         for (const char *const *s = q->statuses; *s && !known; s++)
             known = !strcmp(*s, f->status);
         if (!known) {
-            reply_invalid_param(req, ERR_INVALID_PARAMETER, "status", "unknown status filter");
+            reply_invalid_param(req, ERR_INVALID_PARAMETER, f->status_param,
+                                "unknown status filter");
             return false;
         }
     }
@@ -141,7 +143,8 @@ static void link_header(request *req, const list_filters *f, int limit, const ch
         len += (size_t)snprintf(link + len, sizeof link - len, "%s<%s?limit=%d&cursor=%s",
                                 len ? ", " : "", req->path, limit, cursors[i]);
         if (f->status)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&status=%s", f->status);
+            len += (size_t)snprintf(link + len, sizeof link - len, "&%s=%s", f->status_param,
+                                    f->status);
         if (f->created_gte_text)
             len += (size_t)snprintf(link + len, sizeof link - len, "&created_gte=%s",
                                     f->created_gte_text);

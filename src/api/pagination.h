@@ -19,6 +19,7 @@ typedef struct list_query {
     int created_index, id_index;            /* where the sort key sits among the selected columns */
     const char *status_column;              /* non-NULL: ?status= filters on it */
     const char *const *statuses;            /* the values ?status= accepts, NULL-terminated */
+    const char *status_param;               /* the filter's query name; NULL: "status" */
     const char *time_column;                /* non-NULL: created_gte / created_lt filter on it */
     /* The row as JSON: write_row writes it straight into the page (fast); lists without one
      * build it with to_json. */
@@ -31,7 +32,7 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
 
 /* Validated filters, shared with count endpoints. Returns false after replying. */
 typedef struct list_filters {
-    const char *status;
+    const char *status, *status_param;
     int64_t created_gte, created_lt; /* µs; 0 = unset */
     const char *created_gte_text, *created_lt_text;
 } list_filters;

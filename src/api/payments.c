@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "api/stats.h"
@@ -194,7 +195,8 @@ static int record_payment(db_conn *db, void *arg)
                                     json_loads(text, 0, NULL)));
         free(text);
     }
-    return 0;
+    /* §15: the payment's event, and its order's, commit with the payment */
+    return event_record_payment(db, req, approved, p->order_id);
 }
 
 /* Validation: everything that answers 400/404 and releases the key, before money moves. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
@@ -213,7 +214,8 @@ static int reserve_stock(db_conn *db, void *arg)
                json_pack("{s:o, s:s, s:s, s:I, s:o}", "id", json_id("rsv", r->id), "object",
                          "reservation", "sku", r->sku, "quantity", (json_int_t)r->quantity,
                          "created_at", json_time(r->now)));
-    return 0;
+    /* §15: the event commits with the reservation */
+    return event_record_reply(db, req, "reservation.created", NULL);
 }
 
 /* 404s (product, order) release the key: nothing happened. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "api/stats.h"
@@ -110,11 +111,13 @@ static int reserve_refund(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc;
     /* a payment refunded in full takes its order with it (§6) */
-    return db_exec(db,
-                   "UPDATE orders SET status = 'refunded', version = version + 1, updated_at = $2 "
-                   "WHERE id = (SELECT order_id FROM payments WHERE id = $1 "
-                   "AND refunded_amount = amount) AND status IN ('paid', 'shipped', 'completed')",
-                   "ii", (int64_t)r->payment_id, r->created_at);
+    rc = db_exec(db,
+                 "UPDATE orders SET status = 'refunded', version = version + 1, updated_at = $2 "
+                 "WHERE id = (SELECT order_id FROM payments WHERE id = $1 "
+                 "AND refunded_amount = amount) AND status IN ('paid', 'shipped', 'completed')",
+                 "ii", (int64_t)r->payment_id, r->created_at);
+    /* §15: the order's event commits with its change */
+    return rc != DB_DONE ? rc : event_record_refunded_order(db, req, r->payment_id);
 }
 
 /* ---- 2 and 3: the processor, then confirm ---- */
@@ -129,7 +132,8 @@ static int confirm_refund(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc;
     reply_json(r->req, 201, new_refund_json(r));
-    return 0;
+    /* §15: the event commits with the refund's success */
+    return event_record_reply(db, r->req, "refund.succeeded", NULL);
 }
 
 static void finish_refund(request *req, refund *r)

@@ -33,6 +33,7 @@ static const char *const payments_count_query[] = {"status", "created_gte", "cre
 static const char *const orders_list_query[] = {PAGE, "status", NULL};
 static const char *const payments_stats_query[] = {"interval", "created_gte", "created_lt", NULL};
 static const char *const api_keys_list_query[] = {PAGE, "status", NULL};
+static const char *const events_list_query[] = {PAGE, "type", "created_gte", "created_lt", NULL};
 
 const route payd_routes[] = {
     R("GET", "/healthz", ops_healthz, 0),
@@ -75,6 +76,16 @@ const route payd_routes[] = {
     R("GET", "/v1/products/{sku}", products_get, AUTH),
     R("PATCH", "/v1/products/{sku}", products_update, WRITE),
     R("POST", "/v1/products/{sku}/reservations", reservations_create, WRITE | IDEM),
+
+    /* events and webhooks (§15) */
+    R_QUERY("GET", "/v1/events", events_list, AUTH, events_list_query),
+    R("GET", "/v1/events/{id}", events_get, AUTH),
+    R("POST", "/v1/webhook_endpoints", webhooks_create, WRITE | IDEM_OK),
+    R_QUERY("GET", "/v1/webhook_endpoints", webhooks_list, AUTH, page_query),
+    R("GET", "/v1/webhook_endpoints/{id}", webhooks_get, AUTH),
+    R("PATCH", "/v1/webhook_endpoints/{id}", webhooks_update, WRITE),
+    R("DELETE", "/v1/webhook_endpoints/{id}", webhooks_delete, AUTH | ROUTE_BLOCKING),
+    R_QUERY("GET", "/v1/webhook_endpoints/{id}/deliveries", webhooks_deliveries, AUTH, page_query),
 };
 
 const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/canonical.h"
@@ -140,7 +141,12 @@ static int run_transfer(db_conn *db, void *arg)
                      "UPDATE transfers SET status = 'failed', response_status = $2, "
                      "response_body = $3 WHERE id = $1",
                      "iis", (int64_t)t->id, (int64_t)req->status, req->resp_body);
-        return rc != DB_DONE ? rc : add_legs(db, t);
+        if (rc == DB_DONE)
+            rc = add_legs(db, t);
+        /* §15: the event commits with the failed transfer */
+        return rc != DB_DONE
+                   ? rc
+                   : event_record_json(db, req, "transfer.failed", new_transfer_json(t, "failed"));
     }
     if (rc == DB_DONE && !credit_first)
         rc = credit(db, t, t->amount, 1);
@@ -152,7 +158,8 @@ static int run_transfer(db_conn *db, void *arg)
     }
     set_location(req, t->id);
     reply_json(req, 201, ok);
-    return 0;
+    /* §15: the event commits with the transfer */
+    return event_record_reply(db, req, "transfer.succeeded", NULL);
 }
 
 /* Validation: 400 and 404 answers, not recorded, so a corrected request may use the biz_seq. */

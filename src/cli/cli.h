@@ -46,6 +46,8 @@ typedef struct option_spec {
     const char *help;
 } option_spec;
 
+struct invocation;
+
 typedef enum command_kind {
     COMMAND_SINGLE,  /* one request, its answer printed as JSON */
     COMMAND_LIST,    /* one page as JSON Lines, or every page with --all */
@@ -63,7 +65,8 @@ typedef struct command {
     const char *paths[2];
     const char *positional; /* the option a bare argument fills ("payments get pay_…") */
     const char *summary;
-    const option_spec *options; /* ends with {0} */
+    const option_spec *options;         /* ends with {0} */
+    int (*run)(struct invocation *inv); /* non-NULL: the command runs itself (events.c) */
 } command;
 
 extern const command payctl_commands[];
@@ -93,6 +96,10 @@ int run_command(invocation *inv);
 /* The value of --name, or NULL when it was not given (the last one when repeated). */
 const char *option_value(const invocation *inv, const char *name);
 bool option_given(const invocation *inv, const char *name);
+
+/* events.c: commands that run themselves */
+int run_webhooks_create(invocation *inv);
+int run_listen(invocation *inv);
 
 /* output.c */
 /* Prints JSON text as one line (or indented when pretty); text that is not JSON as it is. */

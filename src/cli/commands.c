@@ -13,7 +13,12 @@
 /* One command: group, verb, kind, method, path(s), the option a bare argument fills, help. */
 #define COMMAND(group, verb, kind, method, paths, positional, summary, options)                    \
     {                                                                                              \
-        group, verb, kind, method, paths, positional, summary, options                             \
+        group, verb, kind, method, paths, positional, summary, options, NULL                       \
+    }
+/* A command that runs itself (events.c) rather than through the generic runner. */
+#define COMMAND_RUN(group, verb, method, paths, summary, options, run)                             \
+    {                                                                                              \
+        group, verb, COMMAND_SINGLE, method, paths, NULL, summary, options, run                    \
     }
 #define PATHS(...)                                                                                 \
     {                                                                                              \
@@ -192,5 +197,58 @@ const command payctl_commands[] = {
             "Revoke an API key: refused at once here, on every node within the server's "
             "--auth-cache-ttl. A key cannot revoke itself.",
             OPTIONS(ID_IN_PATH("the key (key_...)"))),
+    /* events and webhooks (§15); the commands with a `run` are in events.c */
+    COMMAND("events", "list", COMMAND_LIST, "GET", PATHS("/v1/events"), NULL,
+            "List your events, newest first, as JSON Lines.",
+            OPTIONS(OPT("type", "TYPE", VALUE_STRING, TO_QUERY, "type", false,
+                        "only this type, e.g. payment.succeeded"),
+                    OPT("created-gte", "TIME", VALUE_STRING, TO_QUERY, "created_gte", false,
+                        "created at or after this RFC 3339 time"),
+                    OPT("created-lt", "TIME", VALUE_STRING, TO_QUERY, "created_lt", false,
+                        "created before this RFC 3339 time"),
+                    LIST_OPTIONS)),
+    COMMAND("events", "get", COMMAND_SINGLE, "GET", PATHS("/v1/events/{id}"), "id",
+            "Show one event.", OPTIONS(ID_IN_PATH("the event"))),
+    COMMAND_RUN(
+        "webhooks", "create", "POST", PATHS("/v1/webhook_endpoints"),
+        "Add a webhook endpoint. Prints its secret, shown only this once.",
+        OPTIONS(OPT("endpoint", "URL", VALUE_STRING, TO_PAYCTL, NULL, true,
+                    "the http(s) URL payd POSTs events to"),
+                OPT("events", "TYPES", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "comma-separated event types (default *: all)"),
+                OPT("description", "TEXT", VALUE_STRING, TO_PAYCTL, NULL, false, "free text"),
+                IDEMPOTENCY_KEY),
+        run_webhooks_create),
+    COMMAND("webhooks", "list", COMMAND_LIST, "GET", PATHS("/v1/webhook_endpoints"), NULL,
+            "List your webhook endpoints as JSON Lines.", OPTIONS(LIST_OPTIONS)),
+    COMMAND("webhooks", "get", COMMAND_SINGLE, "GET", PATHS("/v1/webhook_endpoints/{id}"), "id",
+            "Show a webhook endpoint.", OPTIONS(ID_IN_PATH("the endpoint"))),
+    COMMAND("webhooks", "delete", COMMAND_SINGLE, "DELETE", PATHS("/v1/webhook_endpoints/{id}"),
+            "id", "Delete a webhook endpoint; what it still had due is dropped.",
+            OPTIONS(ID_IN_PATH("the endpoint"))),
+    COMMAND("webhooks", "deliveries", COMMAND_LIST, "GET",
+            PATHS("/v1/webhook_endpoints/{id}/deliveries"), "id",
+            "List an endpoint's delivery attempts, newest first: status, latency, error, next "
+            "attempt.",
+            OPTIONS(ID_IN_PATH("the endpoint"), LIST_OPTIONS)),
+    COMMAND_RUN(
+        "listen", "", "GET", PATHS("/v1/events"),
+        "Follow /v1/events and forward each event, signed, to a local URL. Its place is kept in "
+        "--state, so a restart neither loses nor repeats an event it forwarded.",
+        OPTIONS(OPT("forward-to", "URL", VALUE_STRING, TO_PAYCTL, NULL, true,
+                    "where to POST each event"),
+                OPT("state", "FILE", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "state file (default payctl-listen.json)"),
+                OPT("secret", "SECRET", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "signing secret (default: the state file's, else a new one)"),
+                OPT("since", "TIME", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "on a first start, forward events from this RFC 3339 time (default: now)"),
+                OPT("interval", "DURATION", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "pause between polls (default 1s)"),
+                OPT("settle", "DURATION", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "leave events younger than this for the next poll (default 1s)"),
+                OPT("once", NULL, VALUE_NONE, TO_PAYCTL, NULL, false,
+                    "forward what is due, then exit (1: refused, 3: could not forward)")),
+        run_listen),
     {0},
 };

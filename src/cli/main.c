@@ -54,7 +54,8 @@ static const command request_command = {
     NULL,
     "Send any request: payctl request METHOD PATH [-d JSON]. METHOD is GET, HEAD, POST, PUT, "
     "PATCH or DELETE; PATH starts with / and may carry a query string.",
-    request_options};
+    request_options,
+    NULL};
 
 static int usage_error(const char *format, ...)
 {
@@ -260,7 +261,7 @@ static const command *find_command(const char *group, const char *verb, bool *gr
         if (strcmp(c->group, group) != 0)
             continue;
         *group_known = true;
-        if (verb && strcmp(c->verb, verb) == 0)
+        if ((verb && strcmp(c->verb, verb) == 0) || (!verb && !c->verb[0])) /* "" : no verb */
             return c;
     }
     return NULL;

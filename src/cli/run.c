@@ -382,6 +382,8 @@ static int run_request(invocation *inv)
 int run_command(invocation *inv)
 {
     const command *c = inv->command;
+    if (c->run)
+        return c->run(inv);
     if (c->kind == COMMAND_REQUEST) {
         int code = run_request(inv);
         if (fflush(stdout) != 0 && code == EXIT_OK)

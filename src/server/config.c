@@ -95,6 +95,21 @@ static const config_option options[] = {
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
      "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "
      "per node); if Redis is unreachable the node limits locally until it is back"},
+    /* events and webhooks (§15) */
+    {"events", OPT_BOOL, FIELD(events), "true", 0, 0,
+     "record events and queue webhook deliveries (false only to measure their cost)"},
+    {"event-retention", OPT_DURATION, FIELD(event_retention_ms), "720h", 1000, 3650 * DAY_MS,
+     "how long events and delivery attempts are kept"},
+    {"webhook-deny-private", OPT_BOOL, FIELD(webhook_deny_private), "false", 0, 0,
+     "refuse webhook URLs on loopback, private and link-local addresses"},
+    {"webhook-retry-scale", OPT_STRING, FIELD(webhook_retry_scale), "1", 0, 0,
+     "factor on the webhook retry schedule and its 3 days (tests: 0.001)"},
+    {"webhook-lease", OPT_DURATION, FIELD(webhook_lease_ms), "30s", 11000, DAY_MS,
+     "how long a node holds a delivery attempt; longer than the 10 s request timeout"},
+    {"webhook-max-in-flight", OPT_INT, FIELD(webhook_max_in_flight), "512", 1, 100000,
+     "delivery requests one node keeps in flight"},
+    {"webhook-endpoint-concurrency", OPT_INT, FIELD(webhook_endpoint_concurrency), "64", 1, 100000,
+     "delivery requests in flight to one endpoint from one node"},
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])
@@ -225,6 +240,13 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
         }
         if (set_option(cfg, o, value, err, errlen) != 0)
             return -1;
+    }
+    char *scale_end;
+    double scale = strtod(cfg->webhook_retry_scale, &scale_end);
+    if (*scale_end || !(scale > 0 && scale <= 1)) {
+        snprintf(err, errlen, "--webhook-retry-scale: expected a number in (0, 1], got '%s'",
+                 cfg->webhook_retry_scale);
+        return -1;
     }
     if (cfg->processor_timeout_ms >= cfg->idempotency_lock_timeout_ms) {
         snprintf(err, errlen,

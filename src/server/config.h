@@ -41,6 +41,15 @@ typedef struct payd_config {
     int64_t db_lock_timeout_ms;
     int64_t db_idle_timeout_ms;
     char rate_limit_store[256];
+    /* events and webhooks (§15) */
+    bool events; /* false: no events, no outbox (only to measure their cost) */
+    int64_t event_retention_ms;
+    bool webhook_deny_private;
+    char webhook_retry_scale[32]; /* a factor on the retry schedule and the 3 days; tests shrink it
+                                   */
+    int64_t webhook_lease_ms;
+    int64_t webhook_max_in_flight;
+    int64_t webhook_endpoint_concurrency;
 } payd_config;
 
 typedef const char *(*config_getenv_fn)(const char *name);

@@ -23,7 +23,10 @@ struct node_lease {
     id_generator *gen;
     _Atomic int node_id; /* -1 until leased (the database was away at start) */
     int requested;
-    char holder[96];
+    char holder[96]; /* "serve:" or "command:", then host, pid and a random tag */
+    /* SQLite serve: it holds the file's serve lock, so no other serve lives, and a lease row of
+     * a serve is a crashed one's (kill -9 leaves it until it expires): free to take */
+    bool sole_serve;
     pthread_t thread;
     bool renewing;
     pthread_mutex_t lock;
@@ -52,8 +55,10 @@ static int take_id(db_conn *db, lease_job *j, int id)
         return 1;
     rc = db_exec(db,
                  "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = $4 "
-                 "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2)",
-                 "isii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000);
+                 "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
+                 "($5 = 1 AND holder LIKE 'serve:%'))",
+                 "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
+                 (int64_t)l->sole_serve);
     if (rc != DB_DONE)
         return rc;
     return db_changes(db) == 1 ? 1 : 0;
@@ -82,8 +87,10 @@ static int acquire_job(db_conn *db, void *arg)
     /* auto: the lowest id that is free or whose lease ran out */
     static char busy[NODE_IDS];
     memset(busy, 0, sizeof busy);
-    db_stmt *st =
-        db_query(db, "SELECT node_id FROM node_leases WHERE expires_at >= $1", "i", j->now);
+    db_stmt *st = db_query(db,
+                           "SELECT node_id FROM node_leases WHERE expires_at >= $1 "
+                           "AND NOT ($2 = 1 AND holder LIKE 'serve:%')",
+                           "ii", j->now, (int64_t)j->l->sole_serve);
     while (db_step(st) == DB_ROW) {
         int64_t id = db_int(st, 0);
         if (id >= 0 && id < NODE_IDS)
@@ -112,9 +119,11 @@ static void lease_taken(node_lease *l, int64_t now)
     id_generator_set_lease_until(l->gen, now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
 }
 
-node_lease *lease_acquire(store *s, int requested, id_generator *gen, bool wait_for_database,
-                          char *err, size_t errlen)
+node_lease *lease_acquire(store *s, int requested, id_generator *gen, lease_role role, char *err,
+                          size_t errlen)
 {
+    /* a serve on PostgreSQL starts while the database is away and leases once it answers */
+    bool wait_for_database = role == LEASE_SERVE && store_kind(s) == DB_POSTGRES;
     node_lease *l = calloc(1, sizeof *l);
     l->store = s;
     l->gen = gen;
@@ -123,8 +132,10 @@ node_lease *lease_acquire(store *s, int requested, id_generator *gen, bool wait_
     RAND_bytes(r, sizeof r);
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
-    snprintf(l->holder, sizeof l->holder, "%s:%d:%02x%02x%02x%02x", host, (int)getpid(), r[0], r[1],
-             r[2], r[3]);
+    l->sole_serve = role == LEASE_SERVE && store_kind(s) == DB_SQLITE;
+    snprintf(l->holder, sizeof l->holder, "%s:%s:%d:%02x%02x%02x%02x",
+             role == LEASE_SERVE ? "serve" : "command", host, (int)getpid(), r[0], r[1], r[2],
+             r[3]);
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->wake, NULL);
 

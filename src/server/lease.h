@@ -26,10 +26,13 @@ typedef struct node_lease node_lease;
 
 /* Takes a node id (requested: 0..1023 or NODE_AUTO) and points gen at it, bounded by the lease.
  * NULL with a message in err when the id is held by a live node or none is free. When the
- * database cannot answer: NULL, or with wait_for_database a lease not yet held, which the
- * renewal thread acquires once the database is back (gen issues no id until then). */
-node_lease *lease_acquire(store *s, int requested, id_generator *gen, bool wait_for_database,
-                          char *err, size_t errlen);
+ * database cannot answer: NULL, or for a serve on PostgreSQL a lease not yet held, which the
+ * renewal thread acquires once the database is back (gen issues no id until then). A serve on
+ * SQLite, which holds the file's serve lock (sqlite_serve_lock, taken first), takes over the
+ * lease of a serve that crashed. */
+typedef enum lease_role { LEASE_SERVE, LEASE_COMMAND } lease_role;
+node_lease *lease_acquire(store *s, int requested, id_generator *gen, lease_role role, char *err,
+                          size_t errlen);
 int lease_node_id(const node_lease *l); /* -1 while not held */
 bool lease_held(const node_lease *l);
 /* Renews in the background until lease_release; a lease lost to another holder ends the

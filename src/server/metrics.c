@@ -14,6 +14,7 @@
 #include "server/app.h"
 #include "server/limits_redis.h"
 #include "store/store.h"
+#include "webhook/delivery.h"
 
 #define MAX_SERIES 512
 
@@ -424,5 +425,10 @@ char *metrics_render(metrics *m, app *a)
         atomic_load(&a->in_flight));
     render_build_info(&t);
     render_process(&t);
+
+    /* ---- events and webhooks (§15): their own counters, in src/webhook/delivery.c ---- */
+    char *webhooks = webhook_metrics_render(a);
+    put(&t, "%s", webhooks);
+    free(webhooks);
     return t.buf;
 }

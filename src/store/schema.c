@@ -144,6 +144,32 @@ static const char *const migrations[] = {
     "CREATE TABLE node_leases ("
     "  node_id INTEGER PRIMARY KEY, holder TEXT NOT NULL, acquired_at BIGINT NOT NULL,"
     "  expires_at BIGINT NOT NULL);",
+    /* 6: events and webhooks (§15), a transactional outbox. An event is written by the job that
+     * makes its change, together with one pending delivery per matching endpoint; delivery
+     * workers claim due deliveries with a lease (lease_id fences a worker whose lease expired).
+     * events holds ",type,…," or ",*,". Retention
+     * deletes by id range (Snowflake ids carry their time), so no index on age is needed. */
+    "CREATE TABLE events ("
+    "  id ID_PK, user_id BIGINT NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,"
+    "  created_at BIGINT NOT NULL);"
+    "CREATE INDEX events_page ON events (user_id, created_at, id);"
+    "CREATE INDEX events_type_page ON events (user_id, type, created_at, id);"
+    "CREATE TABLE webhook_endpoints ("
+    "  id ID_PK, user_id BIGINT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,"
+    "  description TEXT, secret TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
+    "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+    "CREATE INDEX webhook_endpoints_page ON webhook_endpoints (user_id, created_at, id);"
+    "CREATE TABLE webhook_deliveries ("
+    "  endpoint_id BIGINT NOT NULL, event_id BIGINT NOT NULL, status TEXT NOT NULL,"
+    "  attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT NOT NULL,"
+    "  lease_until BIGINT NOT NULL DEFAULT 0, lease_id BIGINT NOT NULL DEFAULT 0,"
+    "  created_at BIGINT NOT NULL, PRIMARY KEY (endpoint_id, event_id));"
+    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);"
+    "CREATE TABLE webhook_attempts ("
+    "  id ID_PK, endpoint_id BIGINT NOT NULL, event_id BIGINT NOT NULL, attempt INTEGER NOT NULL,"
+    "  response_status INTEGER, latency_ms BIGINT NOT NULL, error TEXT, next_attempt_at BIGINT,"
+    "  outcome TEXT NOT NULL, created_at BIGINT NOT NULL);"
+    "CREATE INDEX webhook_attempts_page ON webhook_attempts (endpoint_id, created_at, id);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -28,6 +28,8 @@ COMMANDS = [
     "users me", "users update",
     "products create", "products get", "products reserve",
     "keys list", "keys create", "keys revoke",
+    "events list", "events get",
+    "webhooks create", "webhooks list", "webhooks get", "webhooks delete", "webhooks deliveries",
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",
@@ -553,7 +555,7 @@ def complete(*words):
 
 
 def test_bash_completion_follows_the_binary():
-    groups = sorted({c.split()[0] for c in COMMANDS} | {"request"})
+    groups = sorted({c.split()[0] for c in COMMANDS} | {"request", "listen"})
     assert sorted(complete("")) == groups
     assert complete("pay") == ["payments"]
     assert sorted(complete("payments", "")) == sorted(c.split()[1] for c in COMMANDS

@@ -1,0 +1,864 @@
+/* The webhook delivery worker; see delivery.h for the guarantees. */
+#include "webhook/delivery.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "core/timefmt.h"
+#include "server/app.h"
+#include "store/store.h"
+
+#define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
+#define CLAIM_BATCH        256
+#define IDLE_POLL_MS       100  /* other nodes' events, and retries falling due */
+#define BUSY_RETRY_MS      1000 /* a delivery put back because its endpoint is at its cap */
+#define WAKE_CLAIM_MS      10   /* the shortest gap between two claims woken by new events */
+#define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
+#define SWEEP_INTERVAL_MS  60000
+#define MAX_HANDED_BACK    32 /* endpoints remembered as full at the last claim */
+
+/* §15: about 1 min, 5 min, 30 min, 2 h, 5 h, 10 h, then every 12 h */
+static const int64_t retry_schedule_ms[] = {60000,    300000,   1800000, 7200000,
+                                            18000000, 36000000, 43200000};
+
+int64_t webhook_retry_delay_ms(int attempt)
+{
+    int n = (int)(sizeof retry_schedule_ms / sizeof retry_schedule_ms[0]);
+    return retry_schedule_ms[attempt < 1 ? 0 : attempt > n ? n - 1 : attempt - 1];
+}
+
+/* ---- the event document and its signature ---- */
+
+void event_document_write(jsonw *w, uint64_t id, const char *type, const char *data,
+                          int64_t created_at)
+{
+    char text[ID_STR_MAX], when[RFC3339_STR_MAX];
+    jw_object_begin(w);
+    jw_key(w, "id");
+    id_format(id, "evt", text);
+    jw_string(w, text);
+    jw_key(w, "object");
+    jw_string(w, "event");
+    jw_key(w, "type");
+    jw_string(w, type);
+    jw_key(w, "created_at");
+    format_rfc3339_ms(created_at, when);
+    jw_string(w, when);
+    jw_key(w, "data");
+    jw_object_begin(w);
+    jw_key(w, "object");
+    jw_raw(w, data, "null");
+    jw_object_end(w);
+    jw_object_end(w);
+}
+
+void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t body_len, char *out,
+                  size_t cap)
+{
+    /* the signed text is "<t>.<body>": the timestamp is signed too, so it cannot be moved */
+    char prefix[32];
+    size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%lld.", (long long)unix_s);
+    uint8_t *text = malloc(plen + body_len + 1);
+    memcpy(text, prefix, plen);
+    memcpy(text + plen, body, body_len);
+    uint8_t mac[32];
+    unsigned mac_len = 0;
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), text, plen + body_len, mac, &mac_len);
+    free(text);
+    int len = snprintf(out, cap, "t=%lld,v1=", (long long)unix_s);
+    for (unsigned i = 0; i < mac_len && (size_t)len + 2 < cap; i++)
+        len += snprintf(out + len, cap - (size_t)len, "%02x", mac[i]);
+}
+
+bool webhook_address_private(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+        return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 || /* loopback, 10/8 */
+               (a >> 20) == 0xAC1 || (a >> 16) == 0xC0A8 ||             /* 172.16/12, 192.168/16 */
+               (a >> 16) == 0xA9FE || (a >> 22) == 0x191 ||             /* 169.254/16, 100.64/10 */
+               (a >> 28) >= 0xE;                                        /* multicast, reserved */
+    }
+    if (sa->sa_family == AF_INET6) {
+        const uint8_t *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        static const uint8_t zero[15] = {0};
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (!memcmp(b, zero, 15) && b[15] <= 1) /* :: and ::1 */
+            return true;
+        if ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || (b[0] & 0xfe) == 0xfc || b[0] == 0xff)
+            return true; /* link-local, unique local, multicast */
+        if (!memcmp(b, mapped, 12)) {
+            struct sockaddr_in v4 = {.sin_family = AF_INET};
+            memcpy(&v4.sin_addr, b + 12, 4);
+            return webhook_address_private((const struct sockaddr *)&v4);
+        }
+        return false;
+    }
+    return true;
+}
+
+/* ---- metrics ---- */
+
+#define MAX_BUCKETS 16
+
+typedef struct histogram {
+    const char *name, *help;
+    const double *bounds; /* seconds, ascending, ending with 0 */
+    atomic_llong buckets[MAX_BUCKETS + 1];
+    atomic_llong sum_us, count;
+} histogram;
+
+static const double attempt_bounds_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5,   1,    2.5,   5,    10,  0};
+static const double lag_bounds_s[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600, 86400, 0};
+
+static struct {
+    atomic_llong events_written;
+    atomic_llong delivered, retried, failed; /* attempts by outcome */
+    histogram attempt, lag;
+} stats = {
+    .attempt = {.name = "payd_webhook_attempt_duration_seconds",
+                .help = "Webhook request latency, per attempt.",
+                .bounds = attempt_bounds_s},
+    .lag = {.name = "payd_webhook_delivery_lag_seconds",
+            .help = "From an event's commit to its delivery (2xx), retries included.",
+            .bounds = lag_bounds_s},
+};
+
+static void observe(histogram *h, int64_t us)
+{
+    size_t b = 0;
+    while (h->bounds[b] > 0 && (double)us / 1e6 > h->bounds[b])
+        b++;
+    atomic_fetch_add(&h->buckets[b], 1);
+    atomic_fetch_add(&h->sum_us, us);
+    atomic_fetch_add(&h->count, 1);
+}
+
+/* ---- the worker ---- */
+
+typedef struct attempt {
+    struct attempt *prev, *next; /* the worker's list of attempts in flight */
+    uint64_t endpoint_id, event_id, lease_id;
+    int attempt; /* 1 for the first */
+    int64_t event_created_us, started_ns;
+    char *body;
+    struct curl_slist *headers;
+    CURL *easy;
+    /* the result */
+    long status;
+    char error[CURL_ERROR_SIZE];
+    int64_t latency_ms;
+    bool delivered;
+    const char *outcome; /* delivered, retrying or failed (gave up), set when recorded */
+    uint64_t record_id;  /* the attempt row's id */
+} attempt;
+
+/* What this node has for one endpoint: in flight (at most its cap) and claimed but waiting (at
+ * most three caps; more is handed back at once), so a stuck endpoint holds a bounded share of
+ * this node's slots and the others keep theirs. */
+typedef struct endpoint_load {
+    uint64_t id;
+    int in_flight, held;
+} endpoint_load;
+
+static struct {
+    app *a;
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+    CURLM *multi;
+    double scale;
+    int in_flight;
+    attempt *active;   /* in flight, so a stop can free them */
+    struct held *held; /* claimed, waiting for a free slot of their endpoint */
+    int held_count;
+    atomic_bool wake; /* a job recorded events: claim now */
+    bool more_due;    /* the last claim was full: more are probably due */
+    int64_t last_claim_ns;
+    uint64_t full[MAX_HANDED_BACK]; /* endpoints the last claim handed deliveries back for */
+    int full_count;
+    endpoint_load *loads; /* small: endpoints with something in flight */
+    int load_count, load_cap;
+} W;
+
+void webhook_events_recorded(int events, int64_t deliveries)
+{
+    atomic_fetch_add(&stats.events_written, events);
+    if (deliveries > 0 && !atomic_exchange(&W.wake, true) && W.multi)
+        curl_multi_wakeup(W.multi); /* once per claim, however many jobs wrote events */
+}
+
+static endpoint_load *load_of(uint64_t endpoint)
+{
+    for (int i = 0; i < W.load_count; i++)
+        if (W.loads[i].id == endpoint)
+            return &W.loads[i];
+    if (W.load_count == W.load_cap) {
+        W.load_cap = W.load_cap ? W.load_cap * 2 : 64;
+        W.loads = realloc(W.loads, (size_t)W.load_cap * sizeof *W.loads);
+    }
+    W.loads[W.load_count] = (endpoint_load){.id = endpoint};
+    return &W.loads[W.load_count++];
+}
+
+/* Forgets endpoints with nothing in flight and nothing waiting. */
+static void prune_loads(void)
+{
+    for (int i = 0; i < W.load_count;)
+        if (W.loads[i].in_flight == 0 && W.loads[i].held == 0)
+            W.loads[i] = W.loads[--W.load_count];
+        else
+            i++;
+}
+
+static double unit_random(void)
+{
+    uint32_t r;
+    RAND_bytes((uint8_t *)&r, sizeof r);
+    return (double)r / 4294967296.0;
+}
+
+/* ---- claim: one write job ---- */
+
+typedef struct claimed {
+    uint64_t endpoint_id, event_id;
+    int attempts;
+    char *url, *secret, *type, *data;
+    int64_t event_created;
+} claimed;
+
+/* A claimed delivery not started yet because its endpoint is at its cap. It waits here while
+ * its lease leaves time for a whole attempt, and is handed back after that. */
+typedef struct held {
+    claimed c;
+    uint64_t lease_id;
+    int64_t lease_until;
+} held;
+
+typedef struct claim_job {
+    int64_t now_us, lease_until;
+    uint64_t lease_id;
+    int limit;
+    claimed rows[CLAIM_BATCH];
+    int count;
+} claim_job;
+
+static void free_claimed(claim_job *j)
+{
+    for (int i = 0; i < j->count; i++) {
+        free(j->rows[i].url);
+        free(j->rows[i].secret);
+        free(j->rows[i].type);
+        free(j->rows[i].data);
+    }
+    j->count = 0;
+}
+
+static char *dup_text(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int claim_due(db_conn *db, void *arg)
+{
+    claim_job *j = arg;
+    free_claimed(j); /* a job run again (PostgreSQL retry) starts over */
+    /* a lease is taken only where none is held: the row's lease ran out or was never taken */
+    static const char *const pg_sql =
+        "UPDATE webhook_deliveries d SET lease_until = $1, lease_id = $2 FROM ("
+        "  SELECT endpoint_id, event_id FROM webhook_deliveries WHERE status = 'pending' AND "
+        "  next_attempt_at <= $3 AND lease_until <= $3 ORDER BY next_attempt_at LIMIT $4 "
+        "  FOR UPDATE SKIP LOCKED) due "
+        "WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id "
+        "RETURNING d.endpoint_id, d.event_id, d.attempts";
+    static const char *const sqlite_sql =
+        "UPDATE webhook_deliveries SET lease_until = $1, lease_id = $2 "
+        "WHERE (endpoint_id, event_id) IN ("
+        "  SELECT endpoint_id, event_id FROM webhook_deliveries WHERE status = 'pending' AND "
+        "  next_attempt_at <= $3 AND lease_until <= $3 ORDER BY next_attempt_at LIMIT $4) "
+        "RETURNING endpoint_id, event_id, attempts";
+    db_stmt *st = db_query(db, db_kind_of(db) == DB_POSTGRES ? pg_sql : sqlite_sql, "iiii",
+                           j->lease_until, (int64_t)j->lease_id, j->now_us, (int64_t)j->limit);
+    if (!st)
+        return DB_ERROR;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW && j->count < CLAIM_BATCH)
+        j->rows[j->count++] = (claimed){.endpoint_id = (uint64_t)db_int(st, 0),
+                                        .event_id = (uint64_t)db_int(st, 1),
+                                        .attempts = (int)db_int(st, 2)};
+    db_done(st);
+    if (rc == DB_BUSY || rc == DB_ERROR)
+        return rc;
+    for (int i = 0; i < j->count; i++) {
+        claimed *c = &j->rows[i];
+        /* a disabled endpoint's deliveries wait (leased, then claimed again) until it is
+         * enabled or deleted */
+        st =
+            db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
+                     "i", (int64_t)c->endpoint_id);
+        if (db_step(st) == DB_ROW) {
+            c->url = dup_text(db_text(st, 0));
+            c->secret = dup_text(db_text(st, 1));
+        }
+        db_done(st);
+        st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
+                      (int64_t)c->event_id);
+        if (db_step(st) == DB_ROW) {
+            c->type = dup_text(db_text(st, 0));
+            c->data = dup_text(db_text(st, 1));
+            c->event_created = db_int(st, 2);
+        }
+        db_done(st);
+    }
+    return 0;
+}
+
+/* ---- record: one write job for every attempt that finished ---- */
+
+typedef struct finished {
+    attempt **list;
+    int count;
+} finished;
+
+static int record_attempts(db_conn *db, void *arg)
+{
+    finished *f = arg;
+    int64_t now = now_us();
+    for (int i = 0; i < f->count; i++) {
+        attempt *t = f->list[i];
+        const char *outcome = "delivered";
+        int64_t next = 0;
+        if (!t->delivered) {
+            int64_t delay_ms = (int64_t)((double)webhook_retry_delay_ms(t->attempt) * W.scale *
+                                         (0.7 + 0.6 * unit_random()));
+            next = now + delay_ms * 1000;
+            bool expired = next > t->event_created_us + (int64_t)(GIVE_UP_MS * W.scale) * 1000;
+            outcome = expired ? "failed" : "retrying";
+            if (expired)
+                next = 0;
+        }
+        t->outcome = outcome;
+        db_status rc = db_exec(
+            db,
+            "INSERT INTO webhook_attempts (id, endpoint_id, event_id, attempt, response_status, "
+            "latency_ms, error, next_attempt_at, outcome, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "iiiiziszsi", (int64_t)t->record_id, (int64_t)t->endpoint_id, (int64_t)t->event_id,
+            (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error[0] ? t->error : NULL,
+            next, outcome, id_decode(t->record_id).unix_ms * 1000);
+        if (rc != DB_DONE)
+            return rc;
+        /* only the holder of the lease moves the delivery on */
+        rc = db_exec(db,
+                     "UPDATE webhook_deliveries SET status = $4, attempts = $5, "
+                     "next_attempt_at = $6, lease_until = 0 "
+                     "WHERE endpoint_id = $1 AND event_id = $2 AND lease_id = $3",
+                     "iiisii", (int64_t)t->endpoint_id, (int64_t)t->event_id, (int64_t)t->lease_id,
+                     t->delivered ? "delivered"
+                     : next       ? "pending"
+                                  : "failed",
+                     (int64_t)t->attempt, next ? next : now);
+        if (rc != DB_DONE)
+            return rc;
+    }
+    return 0;
+}
+
+typedef struct release_job {
+    uint64_t endpoint_id[CLAIM_BATCH], event_id[CLAIM_BATCH], lease_id[CLAIM_BATCH];
+    int count;
+    int64_t until;
+} release_job;
+
+/* Hands back claims this node will not start now (their endpoint is at its cap). */
+static int release_claims(db_conn *db, void *arg)
+{
+    release_job *r = arg;
+    for (int i = 0; i < r->count; i++) {
+        db_status rc = db_exec(db,
+                               "UPDATE webhook_deliveries SET lease_until = 0, "
+                               "next_attempt_at = $4 WHERE endpoint_id = $1 AND event_id = $2 "
+                               "AND lease_id = $3",
+                               "iiii", (int64_t)r->endpoint_id[i], (int64_t)r->event_id[i],
+                               (int64_t)r->lease_id[i], r->until);
+        if (rc != DB_DONE)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- HTTP ---- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * n;
+}
+
+/* --webhook-deny-private is checked on the address actually connected to, so a name that
+ * resolves differently at delivery time cannot reach a private address either. */
+static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+    (void)ctx;
+    (void)purpose;
+    if (W.a->cfg.webhook_deny_private && webhook_address_private(&addr->addr))
+        return CURL_SOCKET_BAD;
+    return socket(addr->family, addr->socktype, addr->protocol);
+}
+
+static void start_attempt(const claimed *c, uint64_t lease_id)
+{
+    attempt *t = calloc(1, sizeof *t);
+    t->endpoint_id = c->endpoint_id;
+    t->event_id = c->event_id;
+    t->lease_id = lease_id;
+    t->attempt = c->attempts + 1;
+    t->event_created_us = c->event_created;
+    jsonw w;
+    jw_init(&w);
+    event_document_write(&w, c->event_id, c->type, c->data, c->event_created);
+    size_t body_len;
+    t->body = jw_take(&w, &body_len);
+    char header[200], id[ID_STR_MAX];
+    webhook_sign(c->secret, now_us() / 1000000, t->body, body_len,
+                 header + snprintf(header, sizeof header, "Payd-Signature: "), sizeof header - 16);
+    t->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    t->headers = curl_slist_append(t->headers, "Expect:");
+    t->headers = curl_slist_append(t->headers, header);
+    id_format(c->event_id, "evt", id);
+    snprintf(header, sizeof header, "Payd-Event-Id: %s", id);
+    t->headers = curl_slist_append(t->headers, header);
+    t->headers = curl_slist_append(t->headers, "User-Agent: payd-webhooks/1");
+
+    CURL *e = t->easy = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)REQUEST_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* never follow a redirect */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    t->started_ns = monotonic_ns();
+    t->next = W.active;
+    if (W.active)
+        W.active->prev = t;
+    W.active = t;
+    curl_multi_add_handle(W.multi, e);
+    load_of(c->endpoint_id)->in_flight++;
+    W.in_flight++;
+}
+
+/* Ends the HTTP side of an attempt; the attempt itself lives on until it is recorded. */
+static void end_transfer(attempt *t)
+{
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        W.active = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+    curl_multi_remove_handle(W.multi, t->easy);
+    curl_easy_cleanup(t->easy);
+    curl_slist_free_all(t->headers);
+    free(t->body);
+    t->easy = NULL;
+    t->headers = NULL;
+    t->body = NULL;
+}
+
+/* ---- the recorder: attempts are written by their own thread, so the worker never waits for a
+ * commit and an endpoint's slot frees the moment its answer arrives. An attempt keeps its lease
+ * until it is recorded, so no node can start the next one before. ---- */
+
+static struct {
+    pthread_t thread;
+    bool running, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    attempt *queue; /* finished attempts to record, newest first */
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void record_batch(attempt **list, int count)
+{
+    finished f = {.list = list, .count = count};
+    /* an attempt the store could not record stays leased and is made again when it runs out */
+    bool recorded = store_write(W.a->store, record_attempts, &f) == 0;
+    for (int i = 0; i < count; i++) {
+        attempt *t = list[i];
+        if (recorded)
+            atomic_fetch_add(t->delivered                      ? &stats.delivered
+                             : !strcmp(t->outcome, "retrying") ? &stats.retried
+                                                               : &stats.failed,
+                             1);
+        free(t);
+    }
+}
+
+static void *recorder_main(void *arg)
+{
+    (void)arg;
+    enum { BATCH = 1024 };
+    attempt **list = malloc(BATCH * sizeof *list);
+    pthread_mutex_lock(&R.lock);
+    for (;;) {
+        while (!R.queue && !R.stop)
+            pthread_cond_wait(&R.wake, &R.lock);
+        if (!R.queue && R.stop)
+            break;
+        attempt *taken = R.queue;
+        R.queue = NULL;
+        pthread_mutex_unlock(&R.lock);
+        int count = 0;
+        for (attempt *t = taken, *next; t; t = next) {
+            next = t->next;
+            list[count++] = t;
+            if (count == BATCH || !next) {
+                record_batch(list, count);
+                count = 0;
+            }
+        }
+        pthread_mutex_lock(&R.lock);
+    }
+    pthread_mutex_unlock(&R.lock);
+    free(list);
+    return NULL;
+}
+
+/* Takes every finished transfer off the multi handle and queues it for the recorder. */
+static void collect_finished(void)
+{
+    attempt *done = NULL, *last = NULL;
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(W.multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        attempt *t;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->status);
+        t->latency_ms = (monotonic_ns() - t->started_ns) / 1000000;
+        if (msg->data.result != CURLE_OK && !t->error[0])
+            snprintf(t->error, sizeof t->error, "%s", curl_easy_strerror(msg->data.result));
+        t->delivered = msg->data.result == CURLE_OK && t->status >= 200 && t->status < 300;
+        if (msg->data.result == CURLE_OK && !t->delivered)
+            snprintf(t->error, sizeof t->error, "the endpoint answered %ld", t->status);
+        observe(&stats.attempt, t->latency_ms * 1000);
+        if (t->delivered)
+            observe(&stats.lag, now_us() - t->event_created_us);
+        t->record_id = app_next_id(W.a);
+        end_transfer(t);
+        load_of(t->endpoint_id)->in_flight--;
+        W.in_flight--;
+        t->next = done;
+        done = t;
+        if (!last)
+            last = t;
+    }
+    if (!done)
+        return;
+    pthread_mutex_lock(&R.lock);
+    last->next = R.queue;
+    R.queue = done;
+    pthread_cond_signal(&R.wake);
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void free_claim_strings(claimed *c)
+{
+    free(c->url);
+    free(c->secret);
+    free(c->type);
+    free(c->data);
+}
+
+/* Starts what the endpoints' caps allow, oldest claim first; hands back what waited too long
+ * to finish an attempt inside its lease. */
+static void start_held(void)
+{
+    static release_job r;
+    r.count = 0;
+    r.until = now_us() + BUSY_RETRY_MS * 1000;
+    int64_t latest_start =
+        now_us() + (REQUEST_TIMEOUT_MS + 500) * 1000LL; /* --webhook-lease >= 11 s */
+    int kept = 0;
+    for (int i = 0; i < W.held_count; i++) {
+        held *h = &W.held[i];
+        endpoint_load *load = load_of(h->c.endpoint_id);
+        if (h->lease_until > latest_start &&
+            load->in_flight < W.a->cfg.webhook_endpoint_concurrency) {
+            load->held--;
+            start_attempt(&h->c, h->lease_id);
+            free_claim_strings(&h->c);
+        } else if (h->lease_until <= latest_start && r.count < CLAIM_BATCH) {
+            load->held--;
+            r.endpoint_id[r.count] = h->c.endpoint_id;
+            r.event_id[r.count] = h->c.event_id;
+            r.lease_id[r.count++] = h->lease_id;
+            free_claim_strings(&h->c);
+        } else {
+            W.held[kept++] = *h;
+        }
+    }
+    W.held_count = kept;
+    prune_loads();
+    if (r.count)
+        store_write(W.a->store, release_claims, &r);
+}
+
+/* Has an endpoint the last claim found full (it handed deliveries back) made room since? Its
+ * backlog is likely still due. */
+static bool full_endpoint_has_room(void)
+{
+    int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
+    for (int i = 0; i < W.full_count; i++) {
+        bool found = false;
+        for (int k = 0; k < W.load_count && !found; k++)
+            if (W.loads[k].id == W.full[i]) {
+                found = true;
+                if (W.loads[k].held < cap)
+                    return true;
+            }
+        if (!found)
+            return true;
+    }
+    return false;
+}
+
+/* Claims due deliveries when there is room and a reason to look: an event was just recorded,
+ * the last claim was full, an endpoint found full made room, or IDLE_POLL_MS passed (retries
+ * falling due, other nodes' events). */
+static void claim(void)
+{
+    static claim_job j;
+    static release_job r;
+    int free_slots = (int)W.a->cfg.webhook_max_in_flight - W.in_flight - W.held_count;
+    int64_t now_ns = monotonic_ns();
+    if (free_slots <= 0)
+        return;
+    int64_t since_ns = now_ns - W.last_claim_ns;
+    /* a wake-up claims at most every WAKE_CLAIM_MS: under load one claim takes many events */
+    bool wake = since_ns >= WAKE_CLAIM_MS * 1000000LL && atomic_exchange(&W.wake, false);
+    if (!wake && !W.more_due && !full_endpoint_has_room() && since_ns < IDLE_POLL_MS * 1000000LL)
+        return;
+    W.last_claim_ns = now_ns;
+    j.now_us = now_us();
+    j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
+    j.lease_id = app_next_id(W.a);
+    int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
+    j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
+    if (store_write(W.a->store, claim_due, &j) != 0) {
+        free_claimed(&j);
+        W.more_due = false;
+        return;
+    }
+    W.full_count = 0;
+    r.count = 0;
+    r.until = j.now_us + BUSY_RETRY_MS * 1000;
+    for (int i = 0; i < j.count; i++) {
+        claimed *c = &j.rows[i];
+        if (!c->url || !c->type) { /* its endpoint or event is gone: nothing to send */
+            free_claim_strings(c);
+            continue;
+        }
+        endpoint_load *load = load_of(c->endpoint_id);
+        if (load->held >= 3 * cap) {
+            /* its endpoint has its fill: handed back at once, due again a little later */
+            bool known = false;
+            for (int k = 0; k < W.full_count && !known; k++)
+                known = W.full[k] == c->endpoint_id;
+            if (!known && W.full_count < MAX_HANDED_BACK)
+                W.full[W.full_count++] = c->endpoint_id;
+            r.endpoint_id[r.count] = c->endpoint_id;
+            r.event_id[r.count] = c->event_id;
+            r.lease_id[r.count++] = j.lease_id;
+            free_claim_strings(c);
+            continue;
+        }
+        load->held++;
+        W.held[W.held_count++] =
+            (held){.c = *c, .lease_id = j.lease_id, .lease_until = j.lease_until};
+    }
+    /* a full claim may have left more due, unless it was full of what had to be handed back */
+    W.more_due = j.count == j.limit && r.count == 0;
+    j.count = 0; /* the strings moved to W.held or were freed */
+    prune_loads();
+    if (r.count)
+        store_write(W.a->store, release_claims, &r);
+}
+
+typedef struct sweep_job {
+    int64_t before;
+} sweep_job;
+
+/* Retention: events, their deliveries and attempts older than --event-retention. */
+static int sweep(db_conn *db, void *arg)
+{
+    sweep_job *s = arg;
+    /* the first Snowflake id of that millisecond: every older row has a smaller id */
+    int64_t ms = s->before / 1000 - PAYD_EPOCH_MS;
+    int64_t first_id = ms > 0 ? ms << 22 : 0;
+    db_status rc = db_exec(db, "DELETE FROM events WHERE id < $1", "i", first_id);
+    if (rc == DB_DONE) /* finished deliveries carry their finishing time in next_attempt_at */
+        rc = db_exec(db,
+                     "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
+                     "AND next_attempt_at < $1",
+                     "i", s->before);
+    if (rc == DB_DONE)
+        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE id < $1", "i", first_id);
+    return rc;
+}
+
+static int release_own_leases(db_conn *db, void *arg)
+{
+    (void)arg;
+    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
+                   "");
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    int64_t last_sweep_ns = 0;
+    while (!atomic_load(&W.stop)) {
+        int64_t now = monotonic_ns();
+        if (now - last_sweep_ns > (int64_t)SWEEP_INTERVAL_MS * 1000000) {
+            sweep_job s = {.before = now_us() - W.a->cfg.event_retention_ms * 1000};
+            store_write(W.a->store, sweep, &s);
+            last_sweep_ns = now;
+        }
+        int running;
+        curl_multi_perform(W.multi, &running);
+        collect_finished();
+        claim();
+        start_held();
+        curl_multi_perform(W.multi, &running);
+        /* woken early by curl_multi_wakeup when a job wrote events */
+        curl_multi_poll(W.multi, NULL, 0, atomic_load(&W.wake) ? WAKE_CLAIM_MS : IDLE_POLL_MS,
+                        NULL);
+    }
+    return NULL;
+}
+
+int webhook_worker_start(app *a)
+{
+    W.a = a;
+    W.scale = strtod(a->cfg.webhook_retry_scale, NULL);
+    W.multi = curl_multi_init();
+    if (!W.multi)
+        return -1;
+    curl_multi_setopt(W.multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.webhook_max_in_flight);
+    W.held = calloc((size_t)a->cfg.webhook_max_in_flight, sizeof *W.held);
+    /* SQLite has one node: a lease still held now was held by this node before it stopped */
+    if (store_kind(a->store) == DB_SQLITE)
+        store_write(a->store, release_own_leases, NULL);
+    atomic_store(&W.stop, false);
+    R.stop = false;
+    R.running = pthread_create(&R.thread, NULL, recorder_main, NULL) == 0;
+    if (!R.running)
+        return -1;
+    W.running = pthread_create(&W.thread, NULL, worker_main, NULL) == 0;
+    return W.running ? 0 : -1;
+}
+
+void webhook_worker_stop(void)
+{
+    if (!W.running)
+        return;
+    atomic_store(&W.stop, true);
+    curl_multi_wakeup(W.multi);
+    pthread_join(W.thread, NULL);
+    W.running = false;
+    /* what is still in flight is abandoned: its lease runs out and the attempt is made again */
+    while (W.active) {
+        attempt *t = W.active;
+        end_transfer(t);
+        free(t);
+    }
+    pthread_mutex_lock(&R.lock); /* the recorder writes what finished, then ends */
+    R.stop = true;
+    pthread_cond_signal(&R.wake);
+    pthread_mutex_unlock(&R.lock);
+    if (R.running)
+        pthread_join(R.thread, NULL);
+    R.running = false;
+    for (int i = 0; i < W.held_count; i++) /* their leases run out; the attempts are made again */
+        free_claim_strings(&W.held[i].c);
+    free(W.held);
+    W.held = NULL;
+    W.held_count = 0;
+    curl_multi_cleanup(W.multi);
+    W.multi = NULL;
+    free(W.loads);
+    W.loads = NULL;
+    W.load_count = W.load_cap = W.in_flight = 0;
+}
+
+/* ---- metrics text ---- */
+
+char *webhook_metrics_render(app *a)
+{
+    size_t cap = 16384, len = 0; /* the whole text is about 4 KiB */
+    char *out = malloc(cap);
+#define PUT(...) len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__)
+    PUT("# HELP payd_events_written_total Events recorded with their change.\n"
+        "# TYPE payd_events_written_total counter\npayd_events_written_total %lld\n",
+        (long long)atomic_load(&stats.events_written));
+    PUT("# HELP payd_webhook_attempts_total Webhook delivery attempts by outcome.\n"
+        "# TYPE payd_webhook_attempts_total counter\n"
+        "payd_webhook_attempts_total{outcome=\"delivered\"} %lld\n"
+        "payd_webhook_attempts_total{outcome=\"retrying\"} %lld\n"
+        "payd_webhook_attempts_total{outcome=\"failed\"} %lld\n",
+        (long long)atomic_load(&stats.delivered), (long long)atomic_load(&stats.retried),
+        (long long)atomic_load(&stats.failed));
+    for (histogram *h = &stats.attempt; h <= &stats.lag; h++) {
+        PUT("# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+        long long cumulative = 0;
+        size_t b = 0;
+        for (; h->bounds[b] > 0; b++) {
+            cumulative += atomic_load(&h->buckets[b]);
+            PUT("%s_bucket{le=\"%g\"} %lld\n", h->name, h->bounds[b], cumulative);
+        }
+        cumulative += atomic_load(&h->buckets[b]);
+        PUT("%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n", h->name, cumulative,
+            h->name, (double)atomic_load(&h->sum_us) / 1e6, h->name,
+            (long long)atomic_load(&h->count));
+    }
+    double oldest = 0;
+    db_conn *db = store_reader(a->store);
+    db_stmt *st = db ? db_query(db,
+                                "SELECT MIN(created_at) FROM webhook_deliveries "
+                                "WHERE status = 'pending'",
+                                "")
+                     : NULL;
+    if (st && db_step(st) == DB_ROW && !db_is_null(st, 0))
+        oldest = (double)(now_us() - db_int(st, 0)) / 1e6;
+    if (st)
+        db_done(st);
+    PUT("# HELP payd_webhook_oldest_undelivered_seconds Age of the oldest event not yet "
+        "delivered to an endpoint.\n"
+        "# TYPE payd_webhook_oldest_undelivered_seconds gauge\n"
+        "payd_webhook_oldest_undelivered_seconds %.3f\n",
+        oldest);
+#undef PUT
+    return out;
+}

@@ -1,0 +1,44 @@
+#ifndef PAYD_WEBHOOK_DELIVERY_H
+#define PAYD_WEBHOOK_DELIVERY_H
+/* Webhook delivery (§15): a worker thread on every node claims due deliveries from the outbox
+ * with a lease, POSTs them signed through one libcurl multi handle (many in flight, a cap per
+ * endpoint, so a slow or dead endpoint cannot hold up the others), records every attempt and
+ * schedules the next one. Exactly one node works on an attempt at a time: the claim takes rows
+ * whose lease has run out (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: the single writer), and
+ * every later write names the claim's lease_id, so a worker that lost its lease changes
+ * nothing. A crash leaves leases that simply run out, and the attempt is made again. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/jsonw.h"
+
+struct app;
+
+int webhook_worker_start(struct app *a);
+void webhook_worker_stop(void);
+
+/* Counts events written by a job and, when it queued deliveries, wakes the worker: on SQLite
+ * its claim queues behind the commit that holds them, so the first attempt leaves right after
+ * that commit. */
+void webhook_events_recorded(int events, int64_t deliveries);
+
+/* The event document {"id", "object": "event", "type", "created_at", "data": {"object"}}: the
+ * body of GET /v1/events/{id} and of every delivery. */
+void event_document_write(jsonw *w, uint64_t id, const char *type, const char *data,
+                          int64_t created_at);
+
+/* "t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>" into out (at least 80 bytes). */
+void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t body_len, char *out,
+                  size_t cap);
+
+/* The delay before retry `attempt` (1 = after the first failure), nominal, before jitter. */
+int64_t webhook_retry_delay_ms(int attempt);
+
+/* Loopback, private, link-local, unspecified or multicast: refused by --webhook-deny-private. */
+bool webhook_address_private(const struct sockaddr *sa);
+
+/* Prometheus text for the webhook metrics (malloc'd). */
+char *webhook_metrics_render(struct app *a);
+
+#endif
