@@ -112,10 +112,12 @@ static void recover_one(app *a, const open_key *k)
     snprintf(req->idem->fingerprint, sizeof req->idem->fingerprint, "%s", k->fingerprint);
     req->idem->canonical_body = k->body ? strdup(k->body) : NULL;
 
+    /* this key's database failures only: a failed read must leave the key in doubt for the
+     * next pass, never release it as if the row were missing */
+    db_thread_failure_reset();
     if (idem_claim_or_reply(req)) {
         if (req->route->recover && req->json) {
-            req->route->recover(req);
-            idem_finish(req);
+            run_step(req, req->route->recover);
         } else {
             idem_settle(req, KEY_RELEASE);
         }
@@ -218,8 +220,13 @@ static void settle_void(app *a, const charge_void *v)
             (long long)v->user_id, v->charge_id, outcome);
 }
 
-static void void_pass(app *a, db_conn *db)
+static void void_pass(app *a)
 {
+    /* a reader of its own: the one the key scan used went back to the pool, and another
+     * thread may be using it now (two threads on one connection read each other's results) */
+    db_conn *db = store_reader(a->store);
+    if (!db)
+        return;
     charge_void voids[RECOVER_PER_PASS];
     int n = 0;
     db_stmt *st = db_query(db,
@@ -239,6 +246,7 @@ static void void_pass(app *a, db_conn *db)
         v->account_id = db_int(st, 7);
     }
     db_done(st);
+    store_thread_done(a->store); /* settle_void writes; the reader is not held across it */
     for (int i = 0; i < n; i++)
         settle_void(a, &voids[i]);
 }
@@ -282,7 +290,7 @@ void idem_recovery_pass(app *a)
         free(keys[i].path);
         free(keys[i].body);
     }
-    void_pass(a, db); /* after the keys: a key just recovered may now carry its charge */
+    void_pass(a); /* after the keys: a key just recovered may now carry its charge */
 }
 
 static void *recovery_main(void *arg)
