@@ -154,8 +154,11 @@ static int decide_void(db_conn *db, void *arg)
                            "SELECT 1 FROM payments WHERE account_id = $1 AND created_at >= $2 "
                            "AND processor_charge_id = $3",
                            "iis", v->account_id, v->generation - 60 * 1000000LL, v->charge_id);
-    bool carried = db_step(st) == DB_ROW;
+    db_status rc = db_step(st);
+    bool carried = rc == DB_ROW;
     db_done(st);
+    if (rc < 0)
+        return rc; /* could not look: never a verdict to void on */
     if (carried) {
         d->verdict = VOID_CARRIED;
         return 0;
@@ -166,20 +169,23 @@ static int decide_void(db_conn *db, void *arg)
                   "isis", v->user_id, v->idem_key, v->generation, v->fingerprint);
     char state[16] = "";
     int64_t fence = 0;
-    if (db_step(st) == DB_ROW) {
+    rc = db_step(st);
+    if (rc == DB_ROW) {
         snprintf(state, sizeof state, "%s", db_text(st, 0));
         fence = db_int(st, 1);
     }
     db_done(st);
+    if (rc < 0)
+        return rc;
     d->verdict = VOID_NOW;
     if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
         d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
     } else if (!strcmp(state, "released")) {
-        db_status rc = db_exec(db,
-                               "UPDATE idempotency_keys SET generation = $3, fence = $4 "
-                               "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
-                               "isiii", v->user_id, v->idem_key, d->now,
-                               fence + 1 > d->now ? fence + 1 : d->now, fence);
+        rc = db_exec(db,
+                     "UPDATE idempotency_keys SET generation = $3, fence = $4 "
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
+                     "isiii", v->user_id, v->idem_key, d->now,
+                     fence + 1 > d->now ? fence + 1 : d->now, fence);
         if (rc != DB_DONE)
             return rc;
         if (db_changes(db) != 1)
