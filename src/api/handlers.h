@@ -61,4 +61,9 @@ void products_get(request *req);
 void products_update(request *req);
 void reservations_create(request *req);
 
+/* the dashboard (dashboard.c) and payment statistics (stats.c) */
+void dashboard_index(request *req);
+void dashboard_asset(request *req);
+void payments_stats(request *req);
+
 #endif

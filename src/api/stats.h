@@ -10,7 +10,7 @@
 #include "store/db.h"
 
 /* GET /v1/accounts/{id}/payments/stats?interval=hour|day&created_gte=&created_lt= */
-void payments_stats(request *req);
+/* payments_stats (the route handler) is declared with the others in api/handlers.h */
 
 /* In the payment's own write job, for a payment whose charge succeeded. */
 db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at,

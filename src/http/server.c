@@ -156,10 +156,10 @@ static bool database_failure_reply(request *req)
     return true;
 }
 
-void run_handler(request *req)
+void run_step(request *req, route_handler step)
 {
     log_set_request_id(req->request_id);
-    req->route->handler(req);
+    step(req);
     database_failure_reply(req);
     if (req->idem)
         idem_finish(req);
@@ -174,7 +174,7 @@ static void run_waiting_request(void *item)
     request *req = item;
     db_thread_failure_reset();
     if (!req->idem || idem_claim_or_reply(req))
-        run_handler(req);
+        run_step(req, req->route->handler);
     else
         database_failure_reply(req);
     store_thread_done(req->app->store);
@@ -341,7 +341,7 @@ static void dispatch(request *req)
         worker_pool_submit(a->workers, req);
         return;
     }
-    run_handler(req);
+    run_step(req, req->route->handler);
 }
 
 static enum MHD_Result queue_response(request *req)

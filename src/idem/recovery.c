@@ -112,10 +112,12 @@ static void recover_one(app *a, const open_key *k)
     snprintf(req->idem->fingerprint, sizeof req->idem->fingerprint, "%s", k->fingerprint);
     req->idem->canonical_body = k->body ? strdup(k->body) : NULL;
 
+    /* this key's database failures only: a failed read must leave the key in doubt for the
+     * next pass, never release it as if the row were missing */
+    db_thread_failure_reset();
     if (idem_claim_or_reply(req)) {
         if (req->route->recover && req->json) {
-            req->route->recover(req);
-            idem_finish(req);
+            run_step(req, req->route->recover);
         } else {
             idem_settle(req, KEY_RELEASE);
         }
@@ -152,8 +154,11 @@ static int decide_void(db_conn *db, void *arg)
                            "SELECT 1 FROM payments WHERE account_id = $1 AND created_at >= $2 "
                            "AND processor_charge_id = $3",
                            "iis", v->account_id, v->generation - 60 * 1000000LL, v->charge_id);
-    bool carried = db_step(st) == DB_ROW;
+    db_status rc = db_step(st);
+    bool carried = rc == DB_ROW;
     db_done(st);
+    if (rc < 0)
+        return rc; /* could not look: never a verdict to void on */
     if (carried) {
         d->verdict = VOID_CARRIED;
         return 0;
@@ -164,20 +169,23 @@ static int decide_void(db_conn *db, void *arg)
                   "isis", v->user_id, v->idem_key, v->generation, v->fingerprint);
     char state[16] = "";
     int64_t fence = 0;
-    if (db_step(st) == DB_ROW) {
+    rc = db_step(st);
+    if (rc == DB_ROW) {
         snprintf(state, sizeof state, "%s", db_text(st, 0));
         fence = db_int(st, 1);
     }
     db_done(st);
+    if (rc < 0)
+        return rc;
     d->verdict = VOID_NOW;
     if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
         d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
     } else if (!strcmp(state, "released")) {
-        db_status rc = db_exec(db,
-                               "UPDATE idempotency_keys SET generation = $3, fence = $4 "
-                               "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
-                               "isiii", v->user_id, v->idem_key, d->now,
-                               fence + 1 > d->now ? fence + 1 : d->now, fence);
+        rc = db_exec(db,
+                     "UPDATE idempotency_keys SET generation = $3, fence = $4 "
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
+                     "isiii", v->user_id, v->idem_key, d->now,
+                     fence + 1 > d->now ? fence + 1 : d->now, fence);
         if (rc != DB_DONE)
             return rc;
         if (db_changes(db) != 1)
@@ -218,8 +226,13 @@ static void settle_void(app *a, const charge_void *v)
             (long long)v->user_id, v->charge_id, outcome);
 }
 
-static void void_pass(app *a, db_conn *db)
+static void void_pass(app *a)
 {
+    /* a reader of its own: the one the key scan used went back to the pool, and another
+     * thread may be using it now (two threads on one connection read each other's results) */
+    db_conn *db = store_reader(a->store);
+    if (!db)
+        return;
     charge_void voids[RECOVER_PER_PASS];
     int n = 0;
     db_stmt *st = db_query(db,
@@ -239,6 +252,7 @@ static void void_pass(app *a, db_conn *db)
         v->account_id = db_int(st, 7);
     }
     db_done(st);
+    store_thread_done(a->store); /* settle_void writes; the reader is not held across it */
     for (int i = 0; i < n; i++)
         settle_void(a, &voids[i]);
 }
@@ -282,7 +296,7 @@ void idem_recovery_pass(app *a)
         free(keys[i].path);
         free(keys[i].body);
     }
-    void_pass(a, db); /* after the keys: a key just recovered may now carry its charge */
+    void_pass(a); /* after the keys: a key just recovered may now carry its charge */
 }
 
 static void *recovery_main(void *arg)

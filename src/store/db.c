@@ -104,7 +104,19 @@ static db_status lite_status(db_conn *c, int rc)
         return DB_CONSTRAINT;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+        /* past the busy timeout: as a PostgreSQL lock timeout, never "no such row" */
+        db_note_failure(DB_FAILURE_TIMEOUT);
         return DB_BUSY;
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_NOMEM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        /* the file cannot be read or written right now: the database is unavailable */
+        snprintf(c->error, sizeof c->error, "sqlite: %s", sqlite3_errmsg(c->lite));
+        db_note_failure(DB_FAILURE_UNAVAILABLE);
+        return DB_ERROR;
     default:
         snprintf(c->error, sizeof c->error, "sqlite: %s", sqlite3_errmsg(c->lite));
         return DB_ERROR;
@@ -169,11 +181,20 @@ static db_stmt *lite_prepare(db_conn *c, const char *sql)
 /* ---- PostgreSQL ---- */
 
 /* SQLSTATEs that mean the session is gone or going: class 08 (connection exception) and
- * 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now). */
+ * 57P01-57P04 (admin shutdown, crash shutdown, cannot connect now, database dropped). */
 static bool connection_lost_state(const char *state)
 {
     return starts_with(state, "08") || !strcmp(state, "57P01") || !strcmp(state, "57P02") ||
-           !strcmp(state, "57P03");
+           !strcmp(state, "57P03") || !strcmp(state, "57P04");
+}
+
+/* SQLSTATEs of a server that cannot do the work right now, whatever the statement: class 53
+ * (insufficient resources: disk full, out of memory), 58 (system error: I/O), XX (internal
+ * error). Like a lost session they say nothing about the rows, so a caller that took the
+ * failed read for "no such row" is overruled (db_thread_failure). */
+static bool server_trouble_state(const char *state)
+{
+    return starts_with(state, "53") || starts_with(state, "58") || starts_with(state, "XX");
 }
 
 static db_status pg_status(db_conn *c, PGresult *r)
@@ -191,6 +212,10 @@ static db_status pg_status(db_conn *c, PGresult *r)
         if (!state || connection_lost_state(state) || PQstatus(c->pg) == CONNECTION_BAD) {
             db_note_failure(DB_FAILURE_UNAVAILABLE);
             return DB_UNAVAILABLE;
+        }
+        if (server_trouble_state(state)) {
+            db_note_failure(DB_FAILURE_UNAVAILABLE);
+            return DB_ERROR;
         }
         if (starts_with(state, "23"))
             return DB_CONSTRAINT;
@@ -222,6 +247,11 @@ bool db_is_postgres_url(const char *url)
 bool db_broken(db_conn *c)
 {
     return c->kind == DB_POSTGRES && PQstatus(c->pg) != CONNECTION_OK;
+}
+
+bool db_transaction_failed(db_conn *c)
+{
+    return c->kind == DB_POSTGRES && PQtransactionStatus(c->pg) == PQTRANS_INERROR;
 }
 
 bool db_idle_alive(db_conn *c)

@@ -48,6 +48,8 @@ db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, 
 bool db_is_postgres_url(const char *url);
 /* True when the connection can no longer be used (PostgreSQL: lost, or the server shut it). */
 bool db_broken(db_conn *c);
+/* PostgreSQL: an error aborted the open transaction (its COMMIT would quietly roll back). */
+bool db_transaction_failed(db_conn *c);
 /* For a connection that sat idle: false if the server closed it meanwhile (no round trip). */
 bool db_idle_alive(db_conn *c);
 /* Whether a statement met a deadlock or serialization failure since db_clear_busy. */

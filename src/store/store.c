@@ -582,6 +582,13 @@ static batch_end pg_try_batch(db_conn *db, write_job **jobs, int n, bool *busy)
                 db_exec(db, "ROLLBACK", "");
                 return result == DB_BUSY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
             }
+            if (db_transaction_failed(db)) {
+                /* the job swallowed an error (a timeout it took for "no row"): its COMMIT
+                 * would roll back and still report success */
+                jobs[i]->result = STORE_FAILED;
+                db_exec(db, "ROLLBACK", "");
+                return BATCH_FAILED;
+            }
             break;
         }
         /* RELEASE fails when the job swallowed an error that aborted its savepoint: then

@@ -32,6 +32,7 @@ class Payer(threading.Thread):
         self.port, self.key, self.account, self.stop_event = port, key, account, stop
         self.acked = {}  # idempotency key -> payment id
         self.answers = []  # (status, has Retry-After, code)
+        self.unsafe = []  # (status, code, X-Request-Id, detail) of answers not safe to retry
         self.unfinished = []  # keys given up on when the run ended
 
     def run(self):
@@ -52,6 +53,9 @@ class Payer(threading.Thread):
                     continue
                 code = payload.get("code") if isinstance(payload, dict) else None
                 self.answers.append((status, "retry-after" in headers, code))
+                if not (status in (201, 409, 429) or (status == 503 and "retry-after" in headers)):
+                    detail = payload.get("detail") if isinstance(payload, dict) else payload
+                    self.unsafe.append((status, code, headers.get("x-request-id"), detail))
                 if status == 201:
                     self.acked[idem] = payload["id"]
                     break
@@ -142,6 +146,13 @@ def run_failure_scenario(cl):
     bad = [a for p in payers for a in p.answers
            if a[0] == 401 or (a[0] >= 500 and not (a[0] == 503 and a[1]))
            or a[0] not in (201, 409, 429, 503)]
+    if bad:  # which requests, and what their node logged about them
+        for status, code, request_id, detail in [u for p in payers for u in p.unsafe][:5]:
+            print(f"{status} {code} {request_id}: {detail}")
+            for n in cl.nodes:
+                for line in n.read_log().splitlines():
+                    if request_id and request_id in line:
+                        print(f"    node {n.node_id}: {line[:300]}")
     assert not bad, f"answers a client cannot retry safely: {bad[:10]}"
 
     # every acknowledged payment exists, once
