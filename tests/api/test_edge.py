@@ -375,7 +375,9 @@ def test_http_processor_down_is_logged_with_the_request_id(fresh_server):
 def test_access_and_startup_lines_have_level_and_time(server, alice):
     alice.get("/v1/accounts")
     lines = log_lines(server)
-    assert lines[0]["msg"] == "payd serving"
+    # the startup line is written once the socket listens, so a first request may be logged
+    # just before it; what matters is that it is there, with time and level like the rest
+    assert [l["msg"] for l in lines].count("payd serving") == 1, lines[:5]
     for l in lines:
         assert l["level"] and l["time"].endswith("Z"), l
 

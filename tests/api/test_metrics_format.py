@@ -70,7 +70,15 @@ def test_latency_by_route_and_code_label(fresh_server):
     for _ in range(3):
         user.get("/v1/accounts")
     s.request("GET", "/healthz")
-    found = samples(scrape(s))
+    # a request is counted when libmicrohttpd reports it complete, just after its answer has
+    # left: scrape until the third one is in (bounded)
+    for _ in range(50):
+        found = samples(scrape(s))
+        if (found.get('payd_http_requests_total{route="/v1/accounts",method="GET",code="200"}')
+                == found.get('payd_http_request_duration_seconds_count{route="/v1/accounts"}')
+                == 3):
+            break
+        time.sleep(0.02)
     assert found['payd_http_request_duration_seconds_count{route="/v1/accounts"}'] == 3
     assert found['payd_http_request_duration_seconds_bucket{route="/v1/accounts",le="+Inf"}'] == 3
     assert found['payd_http_request_duration_seconds_count{route="/healthz"}'] >= 1
