@@ -12,6 +12,7 @@
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/canonical.h"
+#include "core/log.h"
 #include "core/timefmt.h"
 
 #define TRANSFER_COLUMNS                                                                           \
@@ -219,10 +220,13 @@ void transfers_create(request *req)
     write_result w = store_run(req->app->store, run_transfer, &t);
     if (w != WRITE_OK) {
         /* nothing was kept: the same biz_seq runs the transfer once when retried */
-        fprintf(stderr,
-                "{\"level\":\"error\",\"msg\":\"write job failed\",\"request_id\":\"%s\","
-                "\"route\":\"transfers.create\",\"result\":\"%s\"}\n",
-                req->request_id, write_result_name(w));
+        jsonw line;
+        log_begin_request(&line, "error", "write job failed", req->request_id);
+        jw_key(&line, "route");
+        jw_string(&line, "transfers.create");
+        jw_key(&line, "result");
+        jw_string(&line, write_result_name(w));
+        log_end(&line);
         reply_header(req, "Retry-After", "1");
         reply_error(req, ERR_DATABASE_UNAVAILABLE,
                     "the transfer could not be stored; retry with the same biz_seq");

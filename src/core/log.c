@@ -12,7 +12,7 @@ void log_set_request_id(const char *request_id)
     current_request_id = request_id;
 }
 
-void log_begin(jsonw *w, const char *level, const char *msg)
+void log_begin_request(jsonw *w, const char *level, const char *msg, const char *request_id)
 {
     char when[32];
     format_rfc3339_ms(now_us(), when);
@@ -24,10 +24,15 @@ void log_begin(jsonw *w, const char *level, const char *msg)
     jw_string(w, level);
     jw_key(w, "msg");
     jw_string(w, msg);
-    if (current_request_id) {
+    if (request_id) {
         jw_key(w, "request_id");
-        jw_string(w, current_request_id);
+        jw_string(w, request_id);
     }
+}
+
+void log_begin(jsonw *w, const char *level, const char *msg)
+{
+    log_begin_request(w, level, msg, current_request_id);
 }
 
 void log_end(jsonw *w)

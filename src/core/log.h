@@ -13,6 +13,10 @@
 /* Starts a line: time, level, msg, and the request id of the request this thread is serving,
  * if any (see log_set_request_id). */
 void log_begin(jsonw *w, const char *level, const char *msg);
+/* Starts a line about the given request, naming it in place of the thread's: for code that runs
+ * for a request before its thread takes it up (the idempotency claim) or on the recoverer's
+ * thread (NULL: no request_id field). */
+void log_begin_request(jsonw *w, const char *level, const char *msg, const char *request_id);
 /* Closes the object and writes the line with one write(2), so lines from threads never mix. */
 void log_end(jsonw *w);
 /* The request this thread now serves (NULL: none): every line it logs names the request, so a

@@ -7,6 +7,7 @@
 
 #include "core/canonical.h"
 #include "core/idem_key.h"
+#include "core/log.h"
 #include "core/timefmt.h"
 #include "http/route.h"
 #include "server/app.h"
@@ -133,10 +134,13 @@ static void answer_what_key_holds(request *req)
         answer_verdict(req, KEY_BUSY, &row); /* the holder runs, or a retry will claim it */
     }
     row_free(&row);
-    fprintf(stderr,
-            "{\"level\":\"warn\",\"msg\":\"idempotency key lost to a newer holder\","
-            "\"request_id\":\"%s\",\"fence\":%lld,\"answer\":%d}\n",
-            req->request_id, (long long)req->idem->fence, req->status);
+    jsonw w;
+    log_begin_request(&w, "warn", "idempotency key lost to a newer holder", req->request_id);
+    jw_key(&w, "fence");
+    jw_int(&w, req->idem->fence);
+    jw_key(&w, "answer");
+    jw_int(&w, req->status);
+    log_end(&w);
     req->resp_recorded = true; /* nothing of ours may be stored for this key */
 }
 
@@ -280,10 +284,11 @@ bool idem_claim_or_reply(request *req)
         }
         if (r != WRITE_OK) {
             row_free(&j.row);
-            fprintf(stderr,
-                    "{\"level\":\"error\",\"msg\":\"idempotency claim failed\","
-                    "\"request_id\":\"%s\",\"result\":\"%s\"}\n",
-                    req->request_id, write_result_name(r));
+            jsonw w;
+            log_begin_request(&w, "error", "idempotency claim failed", req->request_id);
+            jw_key(&w, "result");
+            jw_string(&w, write_result_name(r));
+            log_end(&w);
             reply_header(req, "Retry-After", "1");
             reply_error(req, ERR_DATABASE_UNAVAILABLE,
                         "could not claim the Idempotency-Key; retry with the same key");
@@ -369,10 +374,13 @@ void idem_settle(request *req, key_disposition what)
     } else if (r != WRITE_OK) {
         /* the key stays as it was (started): a retry past the lock timeout, or the recoverer,
          * takes it over. A success we could not store is not told as one: the client retries. */
-        fprintf(stderr,
-                "{\"level\":\"error\",\"msg\":\"idempotency key not settled\","
-                "\"request_id\":\"%s\",\"result\":\"%s\",\"status\":%d}\n",
-                req->request_id, write_result_name(r), req->status);
+        jsonw w;
+        log_begin_request(&w, "error", "idempotency key not settled", req->request_id);
+        jw_key(&w, "result");
+        jw_string(&w, write_result_name(r));
+        jw_key(&w, "status");
+        jw_int(&w, req->status);
+        log_end(&w);
         if (what == KEY_STORE) {
             reply_header(req, "Retry-After", "1");
             reply_error(req, ERR_DATABASE_UNAVAILABLE,
@@ -430,11 +438,15 @@ write_result commit_response(request *req, write_job_fn fn, void *ctx)
         req->resp_recorded = false;
     if (r == WRITE_FENCED)
         answer_what_key_holds(req);
-    else if (r != WRITE_OK && r != WRITE_REFUSED)
-        fprintf(stderr,
-                "{\"level\":\"error\",\"msg\":\"write job failed\",\"request_id\":\"%s\","
-                "\"route\":\"%s\",\"result\":\"%s\"}\n",
-                req->request_id, req->route ? req->route->name : "", write_result_name(r));
+    else if (r != WRITE_OK && r != WRITE_REFUSED) {
+        jsonw w;
+        log_begin_request(&w, "error", "write job failed", req->request_id);
+        jw_key(&w, "route");
+        jw_string(&w, req->route ? req->route->name : "");
+        jw_key(&w, "result");
+        jw_string(&w, write_result_name(r));
+        log_end(&w);
+    }
     return r;
 }
 
@@ -464,9 +476,13 @@ int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge
 {
     void_job j = {.req = req, .account_id = account_id, .charge_id = charge_id, .amount = amount};
     write_result r = store_run(req->app->store, queue_void, &j);
-    fprintf(stderr,
-            "{\"level\":\"%s\",\"msg\":\"charge queued for a void check\",\"request_id\":\"%s\","
-            "\"charge_id\":\"%s\",\"result\":\"%s\"}\n",
-            r == WRITE_OK ? "warn" : "error", req->request_id, charge_id, write_result_name(r));
+    jsonw w;
+    log_begin_request(&w, r == WRITE_OK ? "warn" : "error", "charge queued for a void check",
+                      req->request_id);
+    jw_key(&w, "charge_id");
+    jw_string(&w, charge_id);
+    jw_key(&w, "result");
+    jw_string(&w, write_result_name(r));
+    log_end(&w);
     return r == WRITE_OK ? 0 : -1;
 }

@@ -211,19 +211,25 @@ static void settle_void(app *a, const charge_void *v)
         snprintf(void_key, sizeof void_key, "%s:void", v->processor_key);
         proc_result r = processor_refund(a->processor, void_key, v->charge_id, v->amount);
         if (r.status != PROC_APPROVED) {
-            fprintf(stderr,
-                    "{\"level\":\"warn\",\"msg\":\"void not confirmed; retried next pass\","
-                    "\"charge_id\":\"%s\"}\n",
-                    v->charge_id);
+            jsonw w;
+            log_begin(&w, "warn", "void not confirmed; retried next pass");
+            jw_key(&w, "charge_id");
+            jw_string(&w, v->charge_id);
+            log_end(&w);
             return;
         }
         outcome = "voided";
     }
     store_run(a->store, forget_void, (void *)v);
-    fprintf(stderr,
-            "{\"level\":\"info\",\"msg\":\"unrecorded charge settled\",\"user_id\":%lld,"
-            "\"charge_id\":\"%s\",\"outcome\":\"%s\"}\n",
-            (long long)v->user_id, v->charge_id, outcome);
+    jsonw w;
+    log_begin(&w, "info", "unrecorded charge settled");
+    jw_key(&w, "user_id");
+    jw_int(&w, v->user_id);
+    jw_key(&w, "charge_id");
+    jw_string(&w, v->charge_id);
+    jw_key(&w, "outcome");
+    jw_string(&w, outcome);
+    log_end(&w);
 }
 
 static void void_pass(app *a)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
 #include "processor/http_processor.h"
 #include "processor/simulator.h"
 #include "server/signals.h"
@@ -367,6 +368,34 @@ static bool parse_listen(const char *listen, struct sockaddr_in *addr)
     return inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &addr->sin_addr) == 1;
 }
 
+/* A probability as a JSON number: the flags hold it in [0, 1], so it is always finite; 17 digits
+ * give back the very double (as jansson writes reals). */
+static void write_probability(jsonw *w, double p)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.17g", p);
+    jw_raw(w, text, "0");
+}
+
+static void log_listening(const sim_options *o)
+{
+    jsonw w;
+    log_begin(&w, "info", "processor-sim listening");
+    jw_key(&w, "listen");
+    jw_string(&w, o->listen);
+    jw_key(&w, "db");
+    jw_string(&w, o->db);
+    jw_key(&w, "latency_ms");
+    jw_int(&w, o->faults.latency_ms);
+    jw_key(&w, "fail_before");
+    write_probability(&w, o->faults.fail_before);
+    jw_key(&w, "fail_after");
+    write_probability(&w, o->faults.fail_after);
+    jw_key(&w, "seed");
+    jw_int(&w, o->faults.seed);
+    log_end(&w);
+}
+
 int processor_sim_main(int argc, char **argv)
 {
     sim_options o;
@@ -411,18 +440,14 @@ int processor_sim_main(int argc, char **argv)
         store_close(srv.store);
         return 1;
     }
-    json_t *line =
-        json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:f, s:I}", "level", "info", "msg",
-                  "processor-sim listening", "listen", o.listen, "db", o.db, "latency_ms",
-                  (json_int_t)o.faults.latency_ms, "fail_before", o.faults.fail_before,
-                  "fail_after", o.faults.fail_after, "seed", (json_int_t)o.faults.seed);
-    char *text = json_dumps(line, JSON_COMPACT);
-    fprintf(stderr, "%s\n", text ? text : "{}");
-    free(text);
-    json_decref(line);
+    log_listening(&o);
 
     int sig = stop_signals_wait(&stop_signals);
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"processor-sim stopping\",\"signal\":%d}\n", sig);
+    jsonw line;
+    log_begin(&line, "info", "processor-sim stopping");
+    jw_key(&line, "signal");
+    jw_int(&line, sig);
+    log_end(&line);
     MHD_stop_daemon(d); /* waits for every connection thread */
     store_close(srv.store);
     pthread_mutex_destroy(&srv.dice_lock);

@@ -130,7 +130,7 @@ static void mark_ok(rate_store *r)
     if (!atomic_load(&r->up)) {
         pthread_mutex_lock(&r->lock);
         if (!atomic_exchange(&r->up, 1))
-            fprintf(stderr, "{\"level\":\"info\",\"msg\":\"rate-limit store reachable again\"}\n");
+            log_msg("info", "rate-limit store reachable again");
         pthread_mutex_unlock(&r->lock);
     }
 }
