@@ -98,7 +98,11 @@ static void recover_one(app *a, const open_key *k)
     req->path = arena_strdup(&req->arena, k->path);
     req->user.id = (uint64_t)k->user_id;
     req->authenticated = true;
-    snprintf(req->request_id, sizeof req->request_id, "recovery_%s", k->key);
+    /* named by a prefix of the key's hash, never the key itself (the client's secret-ish
+     * token): the same as log_settled_key's key_sha256, so the lines can be joined */
+    char key_hash[65];
+    sha256_hex(k->key, strlen(k->key), key_hash);
+    snprintf(req->request_id, sizeof req->request_id, "recovery_%.24s", key_hash);
     req->start_ns = monotonic_ns();
     char allow[64];
     if (route_match(req->method, req->path, &req->arena, &req->route, req->params, allow,
