@@ -319,6 +319,19 @@ static db_conn *pg_connect(store *s)
 /* A connection from pool p, or NULL with the reason noted on the thread: the database is down
  * (and no reconnection attempt is due, or it failed), or none came free within the pool
  * timeout. */
+/* Closes a pooled connection that broke (pool_lock held); one of the current generation takes
+ * the store down, so the others are reconnected too. */
+static void pool_drop(store *s, pg_pool *p, db_conn *c)
+{
+    char error[256];
+    snprintf(error, sizeof error, "%s", db_last_error(c));
+    bool current = db_tag(c) == s->generation;
+    db_close(c);
+    p->open--;
+    if (current)
+        mark_down(s, error);
+}
+
 static db_conn *pool_take(store *s, pg_pool *p)
 {
     int64_t deadline = clock_ns() + s->opt.pool_timeout_ms * 1000000;
@@ -338,13 +351,7 @@ static db_conn *pool_take(store *s, pg_pool *p)
             }
             /* opened before the database was lost, or closed by the server while idle: the
              * others are likely gone too, so the store goes down and reconnects */
-            char error[256];
-            snprintf(error, sizeof error, "%s", db_last_error(c));
-            bool current = db_tag(c) == s->generation;
-            db_close(c);
-            p->open--;
-            if (current)
-                mark_down(s, error);
+            pool_drop(s, p, c);
             continue;
         }
         if (p->open < p->max) {
@@ -386,13 +393,7 @@ static void pool_give(store *s, pg_pool *p, db_conn *c)
 {
     pthread_mutex_lock(&s->pool_lock);
     if (db_broken(c)) {
-        char error[256];
-        snprintf(error, sizeof error, "%s", db_last_error(c));
-        bool current = db_tag(c) == s->generation;
-        db_close(c);
-        p->open--;
-        if (current)
-            mark_down(s, error);
+        pool_drop(s, p, c);
     } else if (db_tag(c) != s->generation) {
         db_close(c);
         p->open--;
