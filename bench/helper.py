@@ -4,7 +4,8 @@
   free-port                          print a free TCP port on 127.0.0.1
   wait-ready PORT SECONDS            wait until GET /healthz answers 200
   wait-quiet SECONDS PCT             wait until the machine's CPUs are less than PCT % busy
-  proc PID                           print payd's CPU seconds, VmHWM/VmRSS and the machine's busy time
+  proc PID...                        print the server's CPU seconds and VmHWM/VmRSS (summed over
+                                     PIDs: nginx is a master and its workers) and the machine's busy time
   wrk-parse FILE                     parse wrk --latency output into JSON
   wrk-record RESULTS NAME WRK BEFORE AFTER [TIMES]   record one wrk run (see measure in run.sh)
   keep-best RESULTS NAME             keep the fastest undisturbed run of NAME
@@ -69,24 +70,28 @@ def cmd_wait_ready(port, seconds):
         except OSError:
             pass
         time.sleep(0.05)
-    raise SystemExit(f"payd did not answer on port {port} within {seconds}s")
+    raise SystemExit(f"nothing answered GET /healthz on port {port} within {seconds}s")
 
 
-def cmd_proc(pid):
+def cmd_proc(*pids):
     ticks = os.sysconf("SC_CLK_TCK")
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
+    cpu = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
     out = {"cpu_s": cpu}
     with open("/proc/stat") as f:
         cols = [int(x) for x in f.readline().split()[1:]]
     # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy
     out["machine_busy_s"] = (sum(cols[:8]) - cols[3] - cols[4]) / ticks
     out["t"] = time.time()
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmHWM:", "VmRSS:")):
-                out[line.split(":")[0].lower() + "_kb"] = int(line.split()[1])
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmHWM:", "VmRSS:")):
+                    key = line.split(":")[0].lower() + "_kb"
+                    out[key] = out.get(key, 0) + int(line.split()[1])
     print(json.dumps(out))
 
 
@@ -426,15 +431,20 @@ def cmd_render(results_path, out_path):
       "machine took time from the measurement.")
     w("")
 
+    # The project's yardstick: each row's req/s over nginx's static 200, measured in this run.
+    nginx_rps = (rs.get("nginx_static") or {}).get("rps")
+
     def row(label, key, target=None, tval=None, cmp=None):
         r = rs.get(key)
         if not r:
-            w(f"| {label} | not run | | | | | | | | |")
+            w(f"| {label} | not run | | | | | | | | | |")
             return
         t = ""
         if target:
             t = f"{target}: {verdict(cmp(r))}"
-        w(f"| {label} | {fmt(r.get('rps'))} | {fmt(r.get('p50_ms'))} | {fmt(r.get('p99_ms'))} | "
+        vs_nginx = f"{r['rps'] / nginx_rps:.2f}" if r.get("rps") and nginx_rps else "n/a"
+        w(f"| {label} | {fmt(r.get('rps'))} | {vs_nginx} | {fmt(r.get('p50_ms'))} | "
+          f"{fmt(r.get('p99_ms'))} | "
           f"{fmt(r.get('non2xx'))} | {fmt(r.get('cpu_us_per_req'), 1)} | "
           f"{fmt(r.get('vmhwm_kb', 0) / 1024 if r.get('vmhwm_kb') else None, 1)} | "
           f"{fmt(r.get('other_cpu_pct'), 0)} | "
@@ -442,9 +452,14 @@ def cmd_render(results_path, out_path):
 
     w("### Throughput (wrk)")
     w("")
-    w("| run | req/s | p50 ms | p99 ms | non-2xx | CPU/req µs | peak RSS MiB | other load % | "
-      "all runs, req/s | target |")
-    w("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    w("*× nginx* is the row's req/s divided by the req/s of nginx answering a static 200 "
+      "(`return 200`, 2 workers, keep-alive, no access log) under the same wrk load in this run; "
+      "for nginx, *CPU/req* and *peak RSS* are summed over its master and workers.")
+    w("")
+    w("| run | req/s | × nginx | p50 ms | p99 ms | non-2xx | CPU/req µs | peak RSS MiB | "
+      "other load % | all runs, req/s | target |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    row("nginx static 200, keep-alive (reference)", "nginx_static")
     row("GET /healthz, keep-alive", "healthz")
     row("POST /v1/accounts, group commit on", "accounts_gc")
     row("POST /v1/accounts, group commit off", "accounts_nogc")

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # payd benchmarks: starts payd itself (fresh SQLite databases in a temp dir, free ports), drives
 # it with wrk and a few Python helpers, and rewrites the generated section of bench/RESULTS.md.
+# It also starts a throwaway nginx answering a static 200 and measures it the same way: every
+# throughput figure is reported as a ratio to that nginx figure from the same run.
 #
 #   bench/run.sh                    (make bench: builds first)
 #   PAYD_BIN=path/to/payd bench/run.sh
 #   BENCH_DURATION=5s BENCH_SEED=1000000 BENCH_DEPTH=500000 BENCH_REPEAT=2 bench/run.sh
 #   BENCH_RESULTS=/tmp/try.md bench/run.sh    (write somewhere else than bench/RESULTS.md)
 #
-# Needs wrk, python3 and a C compiler (for the rate-limiter microbenchmark). Takes ~4 minutes.
+# Needs wrk, nginx (nginx-light), python3 and a C compiler (for the rate-limiter microbenchmark).
+# Takes ~4 minutes. BENCH_QUIET_WAIT (default 15) caps the seconds each run waits for a quiet machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,17 +24,23 @@ CONNS=64
 THREADS=2
 
 command -v wrk >/dev/null || { echo "bench: wrk is not installed (make bench installs it)" >&2; exit 2; }
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$NGINX" ] || { echo "bench: nginx is not installed (make bench installs it)" >&2; exit 2; }
 [ -x "$SRC_BIN" ] || { echo "bench: $SRC_BIN not found; run make first" >&2; exit 2; }
 
 STARTED=$(date +%s)
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/payd-bench.XXXXXX")
 PAYD_PID=""
+NGINX_PID=""
 cleanup() {
-  if [ -n "$PAYD_PID" ] && kill -0 "$PAYD_PID" 2>/dev/null; then
-    kill -TERM "$PAYD_PID" 2>/dev/null || true
-    wait "$PAYD_PID" 2>/dev/null || true
-  fi
+  local pid
+  for pid in "$PAYD_PID" "$NGINX_PID"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -68,6 +77,7 @@ note() { echo "bench: $*" >&2; }
 # ---- payd lifecycle ----
 
 PORT=""
+SERVER_PIDS="" # the processes whose CPU and memory `measure` records: payd, or nginx's master and workers
 start_payd() { # db name [serve flags...]
   local db=$1 name=$2
   shift 2
@@ -76,6 +86,7 @@ start_payd() { # db name [serve flags...]
   "$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db" --access-log=false "$@" \
     2>"$WORK/$name.log" &
   PAYD_PID=$!
+  SERVER_PIDS=$PAYD_PID
   "${H[@]}" wait-ready "$PORT" 15
 }
 
@@ -83,6 +94,51 @@ stop_payd() {
   kill -TERM "$PAYD_PID"
   wait "$PAYD_PID" || true
   PAYD_PID=""
+}
+
+# ---- nginx, the yardstick: a throwaway instance whose files all live in $WORK/nginx ----
+
+start_nginx() {
+  local dir=$WORK/nginx user=""
+  mkdir -p "$dir"
+  NGINX_PORT=$("${H[@]}" free-port)
+  # run as root, nginx's workers drop to an unprivileged user; otherwise they keep ours
+  [ "$(id -u)" -ne 0 ] || user="user nobody nogroup;"
+  cat >"$dir/nginx.conf" <<EOF
+daemon off;
+$user
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body;
+  proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  # wrk keeps its connections for the whole run: never close them for their request count
+  keepalive_requests 100000000;
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location / { default_type text/plain; return 200 "ok\n"; }
+  }
+}
+EOF
+  echo "# \$WORK/nginx/nginx.conf is the one start_nginx in bench/run.sh writes" >>"$COMMANDS"
+  remember "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+  "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log" &
+  NGINX_PID=$!
+  "${H[@]}" wait-ready "$NGINX_PORT" 15 || { cat "$dir/error.log" >&2; exit 1; }
+  # the master and its workers (found by parent pid): their CPU is nginx's cost per request
+  SERVER_PIDS="$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')"
+}
+
+stop_nginx() {
+  kill -TERM "$NGINX_PID"
+  wait "$NGINX_PID" || true
+  NGINX_PID=""
 }
 
 new_user() { # db → exports BENCH_API_KEY, sets USER_ID and ACCOUNT
@@ -95,7 +151,8 @@ new_user() { # db → exports BENCH_API_KEY, sets USER_ID and ACCOUNT
   ACCOUNT=$("${H[@]}" json-get id "$out")
 }
 
-# One wrk measurement against the running payd, recorded with payd's CPU and peak RSS around it.
+# One wrk measurement against the running server (payd or nginx), recorded with its CPU and peak
+# RSS around it.
 # Same work costs this VM up to ~30 % more CPU from one run to the next, and other work on the
 # machine takes CPU from the measurement, so: each run starts when the machine is quiet (waiting
 # up to 15 s), the measurement runs REPEAT times (plus once more when other work disturbed every
@@ -111,14 +168,16 @@ measure() { # name duration [BENCH_VAR=value...] -- wrk-args...
   local before after other attempt
   for attempt in $(seq 1 $((REPEAT + 1))); do
     "${H[@]}" wait-quiet "$QUIET_WAIT" 10 >/dev/null
-    before=$("${H[@]}" proc "$PAYD_PID")
+    # shellcheck disable=SC2086 # a list of pids
+    before=$("${H[@]}" proc $SERVER_PIDS)
     # in a subshell, so that `times` reports wrk's own CPU as the children's
     (
       run "${envs[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --latency "$@" \
         >"$WORK/$name.wrk" 2>&1 || { cat "$WORK/$name.wrk" >&2; exit 1; }
       times >"$WORK/$name.times"
     )
-    after=$("${H[@]}" proc "$PAYD_PID")
+    # shellcheck disable=SC2086
+    after=$("${H[@]}" proc $SERVER_PIDS)
     "${H[@]}" wrk-record "$RESULTS" "$name" "$WORK/$name.wrk" "$before" "$after" \
       "$WORK/$name.times"
     other=$("${H[@]}" best-other-load "$RESULTS" "$name")
@@ -138,6 +197,13 @@ URL() { echo "http://127.0.0.1:$PORT$1"; }
 # ---- 0. what one fsync costs here: the price group commit saves ----
 
 "${H[@]}" record "$RESULTS" fsync "$(run "${H[@]}" fsync-probe "$WORK" 500)"
+
+# ---- the yardstick: nginx answering a static 200, under the same wrk load as /healthz ----
+
+note "nginx static 200"
+start_nginx
+measure nginx_static 10s -- "http://127.0.0.1:$NGINX_PORT/"
+stop_nginx
 
 # ---- 1. group commit on: health, accounts, payments, replays, reads ----
 
