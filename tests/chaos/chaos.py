@@ -1,5 +1,6 @@
 """Shared harness of the chaos cases: real payd (and processor-sim) processes, retrying clients
-that resend the same Idempotency-Key until a final answer, and the checks every case ends with.
+that resend the same Idempotency-Key until a final answer (payctl, and a plain HTTP loop), and
+the checks every case ends with.
 
 Every case prints one line: keys, acks, kills, double_charges, lost_acks, orphans (and its own
 extra figures) and exits 1 when any check fails. Standard library only; PostgreSQL cases reuse
@@ -23,6 +24,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "api"))
 PAYD = os.environ.get("PAYD_BIN", os.path.join(HERE, "../../build/payd"))
+PAYCTL = os.environ.get("PAYCTL_BIN", os.path.join(os.path.dirname(PAYD), "payctl"))
 
 # short timeouts, so a pause or a crash is settled in seconds (the processor timeout must stay
 # below the lock timeout)
@@ -256,7 +258,9 @@ def check_payments(books, acks, base_urls, api_key, kills, extra=None, name="cha
         url = base_urls[0]
         s, _, got = until_final([url], "GET", f"/v1/payments/{pid}", api_key, None, None)
         s2, h2, again = until_final([url], "POST", "/v1/payments", api_key, body, idem)
-        if s != 200 or s2 != 201 or again != raw or h2.get("idempotent-replayed") != "true":
+        # what payctl printed is the server's JSON re-encoded: compared as JSON, not bytes
+        same = again == raw if isinstance(raw, bytes) else json.loads(again) == json.loads(raw)
+        if s != 200 or s2 != 201 or not same or h2.get("idempotent-replayed") != "true":
             lost += 1
     # balances equal the sum of their rows
     bad_balances = books.rows(
@@ -315,6 +319,28 @@ def new_key():
     return str(uuid.uuid4())
 
 
+def pay_with_payctl(url, api_key, body, idem, deadline_s=120):
+    """A payment through payctl, the project's own retrying client (§14: backoff, jitter, the
+    same key). payctl gives up after its retries (exit 3) while a node is down for a while; it is
+    then run again with the same key until it answers finally. Returns (status, the JSON it
+    printed)."""
+    env = dict(os.environ, PAYD_URL=url, PAYD_API_KEY=api_key)
+    cmd = [PAYCTL, "payments", "create", "--account", body["account_id"],
+           "--amount", str(body["amount"]), "--currency", body["currency"],
+           "--source", body["source"], "--idempotency-key", idem,
+           "--retry-base", "100ms", "--max-delay", "2s", "--max-retries", "8"]
+    deadline = time.time() + deadline_s
+    while time.time() < deadline:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        if out.returncode == 0:
+            return 201, out.stdout
+        if out.returncode == 1:  # refused (4xx): its problem JSON says which
+            return json.loads(out.stdout)["status"], out.stdout
+        if out.returncode != 3:
+            raise RuntimeError(f"payctl exited {out.returncode}: {out.stderr.strip()}")
+    raise RuntimeError(f"payctl: no final answer for key {idem} within {deadline_s}s")
+
+
 def kill_loop_case(name, kills, clients=8, sim_args=None, pause=(0.5, 2.0), think=0.02):
     """SQLite, one payd node killed -9 `kills` times at random moments while `clients` retrying
     clients pay; with sim_args, the processor is a `payd processor-sim` with those faults."""
@@ -339,7 +365,11 @@ def kill_loop_case(name, kills, clients=8, sim_args=None, pause=(0.5, 2.0), thin
             body = {"account_id": rnd.choice(accounts), "amount": rnd.randrange(100, 10000),
                     "currency": "USD", "source": "tok_visa"}
             try:
-                status, _, raw = until_final([url], "POST", "/v1/payments", api_key, body, idem)
+                if n % 2:  # half the clients are payctl, half a plain HTTP retry loop
+                    status, raw = pay_with_payctl(url, api_key, body, idem)
+                else:
+                    status, _, raw = until_final([url], "POST", "/v1/payments", api_key, body,
+                                                 idem)
             except RuntimeError as e:
                 errors.append(str(e))
                 return
