@@ -285,11 +285,17 @@ static int insert_key_for_user(db_conn *db, void *arg)
     return api_key_insert(db, job->key) == DB_DONE ? 0 : -1;
 }
 
+/* The --user flag as a user id; false when it is missing or not a usr_ id. */
+static bool user_flag(int argc, char **argv, uint64_t *user)
+{
+    const char *text = flag(argc, argv, "--user");
+    return text && id_parse(text, "usr", user) == 0;
+}
+
 static int cmd_key_create(int argc, char **argv)
 {
-    const char *user_text = flag(argc, argv, "--user");
     uint64_t user;
-    if (!user_text || id_parse(user_text, "usr", &user) != 0) {
+    if (!user_flag(argc, argv, &user)) {
         fprintf(stderr, "usage: payd key create --user usr_... [--name N] --db URL\n");
         return 2;
     }
@@ -318,9 +324,8 @@ static int cmd_key_create(int argc, char **argv)
 /* Every key of the user, oldest first, one JSON object a line (never the key or its hash). */
 static int cmd_key_list(int argc, char **argv)
 {
-    const char *user_text = flag(argc, argv, "--user");
     uint64_t user;
-    if (!user_text || id_parse(user_text, "usr", &user) != 0) {
+    if (!user_flag(argc, argv, &user)) {
         fprintf(stderr, "usage: payd key list --user usr_... --db URL\n");
         return 2;
     }
