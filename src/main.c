@@ -448,6 +448,7 @@ static int cmd_serve(int argc, char **argv)
                          .statement_timeout_ms = a.cfg.db_statement_timeout_ms,
                          .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
                          .idle_timeout_ms = a.cfg.db_idle_timeout_ms,
+                         .no_prepare = !a.cfg.db_prepare,
                          .application_name = application_name,
                          .wait_for_database = true,
                          .on_first_connect = load_cursor_secret,

@@ -1,5 +1,6 @@
 /* Accounts (§3): create, get (with ETag), list. The balance is only ever moved by payments,
  * refunds and transfers, inside their own transactions. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,13 +108,61 @@ void accounts_list(request *req)
 }
 
 /* Does this account exist and belong to the caller? Fills currency when it does. */
+db_status account_credit_at_commit(db_conn *db, uint64_t account, int64_t amount, int64_t at)
+{
+    store_add add = {.rank = ADD_RANK_ACCOUNT,
+                     .sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
+                            "updated_at = $4 WHERE id = $1",
+                     .count = 4,
+                     .value = {(int64_t)account, amount, 1, at},
+                     .kind = {ADD_KEY, ADD_SUM, ADD_SUM, ADD_MAX}};
+    return store_add_at_commit(db, &add);
+}
+
+/* An account's owner and currency never change (no route updates either or deletes an
+ * account), so what a lookup found holds for good, on every node: remembered here, it saves
+ * each payment a read. Only finds are kept; a miss is asked again, as the account may be made
+ * a moment later. */
+#define ACCOUNT_FACT_SLOTS 4096 /* power of two; a newer account takes its slot's place */
+
+typedef struct account_fact {
+    uint64_t id, user;
+    char currency[4];
+} account_fact;
+
+static account_fact account_facts[ACCOUNT_FACT_SLOTS];
+static pthread_mutex_t account_facts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static account_fact *fact_slot(uint64_t account)
+{
+    return &account_facts[(account * 0x9E3779B97F4A7C15ull >> 40) & (ACCOUNT_FACT_SLOTS - 1)];
+}
+
 bool account_owned(db_conn *db, uint64_t user, uint64_t account, char currency[4])
 {
+    account_fact known;
+    pthread_mutex_lock(&account_facts_lock);
+    known = *fact_slot(account);
+    pthread_mutex_unlock(&account_facts_lock);
+    if (account && known.id == account) {
+        if (known.user != user)
+            return false;
+        if (currency)
+            memcpy(currency, known.currency, 4);
+        return true;
+    }
     db_stmt *st = db_query(db, "SELECT currency FROM accounts WHERE id = $1 AND user_id = $2", "ii",
                            (int64_t)account, (int64_t)user);
     bool found = db_step(st) == DB_ROW;
-    if (found && currency)
-        snprintf(currency, 4, "%s", db_text(st, 0));
+    if (found) {
+        account_fact fact = {.id = account, .user = user};
+        snprintf(fact.currency, sizeof fact.currency, "%s", db_text(st, 0));
+        if (currency)
+            memcpy(currency, fact.currency, 4);
+        pthread_mutex_lock(&account_facts_lock);
+        *fact_slot(account) = fact;
+        pthread_mutex_unlock(&account_facts_lock);
+    }
     db_done(st);
     return found;
 }

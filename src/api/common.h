@@ -81,6 +81,10 @@ int reply_versioned_write(request *req, db_stmt *st, int version_col, bool appli
 /* The account named by path parameter `param`, when it is the caller's; else 404. */
 bool path_account_or_reply(request *req, int param, uint64_t *account);
 
+/* The order in which jobs lock the rows many jobs change (store_add_at_commit): an account
+ * before its volume buckets, as refunds and transfers lock them. */
+enum { ADD_RANK_ACCOUNT = 1, ADD_RANK_VOLUME = 2 };
+
 /* A user-owned row lookup through the thread's reader. */
 db_conn *reader_or_reply(request *req);
 

@@ -14,6 +14,8 @@ void accounts_get(request *req);
 void accounts_list(request *req);
 json_t *account_json(db_stmt *st);
 bool account_owned(db_conn *db, uint64_t user, uint64_t account, char currency[4]);
+/* In a write job: adds amount to the balance (and one to the version) when the batch commits. */
+db_status account_credit_at_commit(db_conn *db, uint64_t account, int64_t amount, int64_t at);
 
 void payments_create(request *req);
 void payments_recover(request *req);

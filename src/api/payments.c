@@ -159,15 +159,13 @@ static int record_payment(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc; /* DB_CONSTRAINT: the caller finds out which (the order's, or an id's) */
     if (approved) {
-        rc = db_exec(db,
-                     "UPDATE accounts SET balance = balance + $2, version = version + 1, "
-                     "updated_at = $3 WHERE id = $1",
-                     "iii", (int64_t)p->account_id, p->amount, p->created_at);
+        /* the balance and the volume rollup (api/stats.c) move with the payment, at the
+         * batch's commit: every payment of an account adds to the same rows */
+        rc = account_credit_at_commit(db, p->account_id, p->amount, p->created_at);
+        if (rc == DB_DONE)
+            rc = stats_record_payment(db, p->account_id, p->created_at, p->amount);
         if (rc != DB_DONE)
-            return rc; /* a lock timeout, a lost connection: in doubt, never a constraint */
-        rc = stats_record_payment(db, p->account_id, p->created_at, p->amount);
-        if (rc != DB_DONE)
-            return rc; /* the volume rollup (api/stats.c) moves with the payment */
+            return rc; /* outside a batch they apply at once, and can fail */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "

@@ -18,13 +18,17 @@
 
 db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
 {
-    return db_exec(db,
-                   "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
-                   "succeeded_amount, refunded_amount) VALUES ($1, $2, 1, $3, 0) "
-                   "ON CONFLICT (account_id, bucket_start) DO UPDATE SET "
-                   "succeeded_count = payment_volume.succeeded_count + 1, "
-                   "succeeded_amount = payment_volume.succeeded_amount + excluded.succeeded_amount",
-                   "iii", (int64_t)account_id, created_at - created_at % HOUR_US, amount);
+    store_add add = {
+        .rank = ADD_RANK_VOLUME,
+        .sql = "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
+               "succeeded_amount, refunded_amount) VALUES ($1, $2, $3, $4, 0) "
+               "ON CONFLICT (account_id, bucket_start) DO UPDATE SET "
+               "succeeded_count = payment_volume.succeeded_count + excluded.succeeded_count, "
+               "succeeded_amount = payment_volume.succeeded_amount + excluded.succeeded_amount",
+        .count = 4,
+        .value = {(int64_t)account_id, created_at - created_at % HOUR_US, 1, amount},
+        .kind = {ADD_KEY, ADD_KEY, ADD_SUM, ADD_SUM}};
+    return store_add_at_commit(db, &add);
 }
 
 db_status stats_record_refund(db_conn *db, uint64_t payment_id, int64_t amount)

@@ -12,7 +12,8 @@
 /* GET /v1/accounts/{id}/payments/stats?interval=hour|day&created_gte=&created_lt= */
 /* payments_stats (the route handler) is declared with the others in api/handlers.h */
 
-/* In the payment's own write job, for a payment whose charge succeeded. */
+/* In the payment's own write job, for a payment whose charge succeeded; applied when the
+ * batch commits (store_add_at_commit). */
 db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at,
                                int64_t amount);
 /* In the refund's own write job, once the payment's refunded_amount has grown by amount. */

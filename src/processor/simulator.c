@@ -75,6 +75,13 @@ static int record_charge(db_conn *db, void *arg)
                 j->amount, j->currency, j->source, now_us()) != DB_DONE)
         return -1;
     j->created = db_changes(db) == 1;
+    if (j->created) { /* what was just written is the answer */
+        snprintf(j->result.id, sizeof j->result.id, "%s", id);
+        j->result.status = j->decline_code ? PROC_DECLINED : PROC_APPROVED;
+        snprintf(j->result.decline_code, sizeof j->result.decline_code, "%s",
+                 j->decline_code ? j->decline_code : "");
+        return 0;
+    }
     db_stmt *st = db_query(db,
                            "SELECT charge_id, status, decline_code FROM processor_charges "
                            "WHERE processor_key = $1",

@@ -90,6 +90,9 @@ static const config_option options[] = {
     {"db-lock-timeout", OPT_DURATION, FIELD(db_lock_timeout_ms), "5s", 0, DAY_MS,
      "PostgreSQL: lock_timeout of payd's sessions (0s: the server's setting); a write that waits "
      "longer for a row lock gets 503 overloaded"},
+    {"db-prepare", OPT_BOOL, FIELD(db_prepare), "true", 0, 0,
+     "PostgreSQL: prepare each statement once per connection; false behind pgbouncer in "
+     "transaction mode"},
     {"db-idle-timeout", OPT_DURATION, FIELD(db_idle_timeout_ms), "60s", 100, DAY_MS,
      "PostgreSQL: a pooled connection idle this long is closed"},
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,

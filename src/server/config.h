@@ -40,6 +40,7 @@ typedef struct payd_config {
     int64_t db_statement_timeout_ms;
     int64_t db_lock_timeout_ms;
     int64_t db_idle_timeout_ms;
+    bool db_prepare;
     char rate_limit_store[256];
     /* events and webhooks (§15) */
     bool events; /* false: no events, no outbox (only to measure their cost) */

@@ -416,6 +416,14 @@ char *metrics_render(metrics *m, app *a)
         "%lld\n",
         (long long)st.failed_commits);
     put(&t,
+        "# HELP payd_store_batch_retries_total PostgreSQL write batches run again: busy after a "
+        "deadlock or serialization failure, careful with a savepoint per job after a job "
+        "failed.\n"
+        "# TYPE payd_store_batch_retries_total counter\n"
+        "payd_store_batch_retries_total{reason=\"busy\"} %lld\n"
+        "payd_store_batch_retries_total{reason=\"careful\"} %lld\n",
+        (long long)st.busy_retries, (long long)st.careful_reruns);
+    put(&t,
         "# HELP payd_store_queue_depth Write jobs waiting for the writer.\n"
         "# TYPE payd_store_queue_depth gauge\npayd_store_queue_depth %lld\n",
         (long long)st.queue_depth);

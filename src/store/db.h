@@ -43,6 +43,7 @@ typedef struct db_pg_settings {
     int connect_timeout_s;        /* 0: libpq's default (wait forever) */
     int64_t statement_timeout_ms; /* 0: the server's setting */
     int64_t lock_timeout_ms;      /* 0: the server's setting */
+    bool no_prepare; /* send every statement with its text (behind a transaction-mode pooler) */
 } db_pg_settings;
 db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, size_t errlen);
 bool db_is_postgres_url(const char *url);
@@ -102,5 +103,20 @@ db_status db_exec(db_conn *c, const char *sql, const char *types, ...);
 int64_t db_changes(db_conn *c);
 /* Runs several ;-separated statements without parameters (schema, BEGIN, …). */
 db_status db_exec_script(db_conn *c, const char *sql);
+
+/* Begins a transaction. SQLite takes the write lock at once (BEGIN IMMEDIATE); PostgreSQL sends
+ * the BEGIN together with the first statement that follows, a round trip fewer (a COMMIT or
+ * ROLLBACK with nothing between is then no statement at all). */
+db_status db_begin(db_conn *c);
+
+/* Statements run one after another as if each were run alone, whose outcome is only success or
+ * failure: on PostgreSQL all in one round trip (pipeline mode). The first failure skips the rest
+ * and its status is returned. */
+typedef struct db_command {
+    const char *sql; /* a literal or db_intern_sql text */
+    const db_value *params;
+    int count;
+} db_command;
+db_status db_exec_all(db_conn *c, const db_command *cmds, int n);
 
 #endif

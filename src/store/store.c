@@ -75,6 +75,90 @@ struct store {
     store_stats stats;
 };
 
+/* ---- additions held until the batch commits (store_add_at_commit) ---- */
+
+typedef struct held_adds {
+    bool active; /* this thread is running a batch */
+    store_add *items;
+    int count, cap;
+} held_adds;
+static _Thread_local held_adds held;
+
+static db_status apply_add(db_conn *db, const store_add *a)
+{
+    db_value v[STORE_ADD_VALUES];
+    for (int i = 0; i < a->count; i++)
+        v[i] = (db_value){.type = 'i', .i = a->value[i]};
+    db_stmt *st = db_query_values(db, a->sql, v, a->count);
+    if (!st)
+        return DB_ERROR;
+    db_status rc = db_step(st);
+    db_done(st);
+    return rc == DB_ROW ? DB_DONE : rc;
+}
+
+db_status store_add_at_commit(db_conn *db, const store_add *add)
+{
+    if (!held.active)
+        return apply_add(db, add);
+    if (held.count == held.cap) {
+        held.cap = held.cap ? held.cap * 2 : 64;
+        held.items = realloc(held.items, (size_t)held.cap * sizeof *held.items);
+    }
+    held.items[held.count++] = *add;
+    return DB_DONE;
+}
+
+/* The row order: rank, statement text, then the key values. Equal for one row. */
+static int compare_adds(const void *pa, const void *pb)
+{
+    const store_add *a = pa, *b = pb;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    int c = a->sql == b->sql ? 0 : strcmp(a->sql, b->sql);
+    if (c)
+        return c;
+    for (int i = 0; i < a->count; i++)
+        if (a->kind[i] == ADD_KEY && a->value[i] != b->value[i])
+            return a->value[i] < b->value[i] ? -1 : 1;
+    return 0;
+}
+
+/* The batch's held additions, one statement per row, then COMMIT: one round trip on
+ * PostgreSQL, so a hot row stays locked for little more than the commit itself. */
+static db_status commit_with_held_adds(db_conn *db)
+{
+    qsort(held.items, (size_t)held.count, sizeof *held.items, compare_adds);
+    int rows = 0; /* merged in place: items[0..rows) */
+    for (int i = 0; i < held.count;) {
+        store_add row = held.items[i++];
+        for (; i < held.count && compare_adds(&row, &held.items[i]) == 0; i++)
+            for (int v = 0; v < row.count; v++) {
+                int64_t x = held.items[i].value[v];
+                if (row.kind[v] == ADD_SUM)
+                    row.value[v] += x;
+                else if (row.kind[v] == ADD_MAX && x > row.value[v])
+                    row.value[v] = x;
+            }
+        held.items[rows++] = row;
+    }
+    db_value *values = calloc((size_t)rows * STORE_ADD_VALUES + 1, sizeof *values);
+    db_command *cmds = calloc((size_t)rows + 1, sizeof *cmds);
+    for (int r = 0; r < rows; r++) {
+        const store_add *a = &held.items[r];
+        for (int v = 0; v < a->count; v++)
+            values[r * STORE_ADD_VALUES + v] = (db_value){.type = 'i', .i = a->value[v]};
+        cmds[r] =
+            (db_command){.sql = a->sql, .params = &values[r * STORE_ADD_VALUES], .count = a->count};
+    }
+    cmds[rows] = (db_command){.sql = "COMMIT"};
+    db_status rc = db_exec_all(db, cmds, rows + 1);
+    free(cmds);
+    free(values);
+    held.count = 0;
+    return rc;
+}
+
 /* Each thread waits for its jobs on its own semaphore: no shared condition to stampede on. */
 static _Thread_local sem_t job_done_sem;
 static _Thread_local bool job_done_sem_ready;
@@ -113,7 +197,7 @@ static db_status commit(db_conn *db)
 {
     if (faults.at_commit)
         faults.at_commit(false);
-    db_status rc = db_exec(db, "COMMIT", "");
+    db_status rc = commit_with_held_adds(db);
     if (faults.at_commit && rc == DB_DONE)
         faults.at_commit(true);
     return rc;
@@ -132,11 +216,15 @@ static int batch_bucket(int n)
 static void run_batch(store *s, write_job **jobs, int n)
 {
     db_conn *db = s->writer_db;
-    bool ok = db_exec(db, "BEGIN IMMEDIATE", "") == DB_DONE;
+    held.count = 0;
+    bool ok = db_begin(db) == DB_DONE;
     for (int i = 0; i < n && ok; i++) {
         if (n > 1)
             db_exec(db, "SAVEPOINT job", "");
+        int mark = held.count;
         jobs[i]->result = run_job(db, jobs[i]->fn, jobs[i]->ctx);
+        if (jobs[i]->result != 0)
+            held.count = mark; /* what the job held goes with its writes */
         if (n > 1) {
             if (jobs[i]->result != 0)
                 db_exec(db, "ROLLBACK TO job", "");
@@ -172,6 +260,7 @@ static void *writer_main(void *arg)
 {
     store *s = arg;
     write_job **batch = calloc((size_t)s->opt.max_batch, sizeof *batch);
+    held.active = true; /* every job on this thread runs in a batch */
     for (;;) {
         pthread_mutex_lock(&s->lock);
         while (!s->head && !s->stopping)
@@ -195,6 +284,7 @@ static void *writer_main(void *arg)
             run_batch(s, batch, n);
     }
     free(batch);
+    free(held.items);
     return NULL;
 }
 
@@ -429,6 +519,7 @@ static int pg_start(store *s, char *err, size_t errlen)
         .connect_timeout_s = 3,
         .statement_timeout_ms = s->opt.statement_timeout_ms,
         .lock_timeout_ms = s->opt.lock_timeout_ms,
+        .no_prepare = s->opt.no_prepare,
     };
     s->backoff_ms = BACKOFF_FIRST_MS;
     s->down_since_ns = clock_ns();
@@ -534,8 +625,12 @@ void store_close(store *s)
 /* ---- PostgreSQL: group commit ----
  *
  * Each write connection has a writer thread that takes every queued job (up to max_batch) and
- * runs them in one transaction, each inside its own SAVEPOINT, committing once: one WAL flush
- * for the batch instead of one per job. A job that fails has only its savepoint rolled back.
+ * runs them in one transaction, committing once: one WAL flush for the batch instead of one per
+ * job. A batch first runs optimistically, its jobs back to back with no savepoint: nearly every
+ * job succeeds, and a savepoint costs a round trip and a subtransaction (jobs of one batch that
+ * update one row, such as an account's balance, would otherwise pile MultiXacts onto it). When
+ * any job fails, the batch is rolled back and run again carefully, each job inside its own
+ * SAVEPOINT, so a job that fails has only its savepoint rolled back.
  * A job that hits a deadlock or serialization failure is rolled back to its savepoint and run
  * again in a batch of its own after the commit (re-running it at once would wait on the locks
  * its own batch holds); a COMMIT that fails that way retries the whole batch. Jobs are pure
@@ -553,45 +648,85 @@ static void pg_pause(int attempt)
     nanosleep(&pause, NULL);
 }
 
-typedef enum { BATCH_COMMITTED, BATCH_BUSY, BATCH_LOST, BATCH_IN_DOUBT, BATCH_FAILED } batch_end;
+typedef enum {
+    BATCH_COMMITTED,
+    BATCH_CAREFULLY, /* a job failed in an optimistic batch: rolled back, run it with savepoints */
+    BATCH_BUSY,
+    BATCH_LOST,
+    BATCH_IN_DOUBT,
+    BATCH_FAILED
+} batch_end;
 
-/* One attempt at jobs[0..n) on db. Sets each job's result; busy[i] marks jobs to run again. */
-static batch_end pg_try_batch(db_conn *db, write_job **jobs, int n, bool *busy)
+/* Runs one job; a deadlock or serialization failure it reported as a plain failure is still
+ * one (DB_BUSY): the job runs again. */
+static int pg_run_job(db_conn *db, write_job *job)
 {
-    bool savepoints = n > 1;
+    db_clear_busy(db);
+    db_failure before = db_thread_failure();
+    db_thread_failure_reset();
+    int result = run_job(db, job->fn, job->ctx);
+    job->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
+    db_note_failure(before);
+    if (result != 0 && db_saw_busy(db))
+        result = DB_BUSY;
+    return result;
+}
+
+/* The end of an attempt: the held additions and COMMIT. A connection lost meanwhile leaves the
+ * outcome unknown. */
+static batch_end pg_commit(db_conn *db)
+{
+    db_status rc = commit(db);
+    if (rc == DB_DONE)
+        return BATCH_COMMITTED;
+    if (db_broken(db))
+        return BATCH_IN_DOUBT;
+    db_exec(db, "ROLLBACK", "");
+    return rc == DB_BUSY ? BATCH_BUSY : BATCH_FAILED;
+}
+
+/* One optimistic attempt: the jobs back to back in one transaction. A single job is the
+ * transaction itself, and its failure is its answer; in a batch, any failure sends the whole
+ * batch round again with savepoints. */
+static batch_end pg_try_optimistic(db_conn *db, write_job **jobs, int n)
+{
+    held.count = 0;
+    db_begin(db); /* sent with the first job's first statement */
+    for (int i = 0; i < n; i++) {
+        int result = pg_run_job(db, jobs[i]);
+        if (db_broken(db))
+            return BATCH_LOST;
+        /* a job that swallowed an error (a timeout it took for "no row") left the transaction
+         * aborted: its COMMIT would roll back and still report success */
+        bool swallowed = result == 0 && db_transaction_failed(db);
+        jobs[i]->result = swallowed ? STORE_FAILED : result;
+        if (result != 0 || swallowed) {
+            db_exec(db, "ROLLBACK", "");
+            if (n > 1)
+                return BATCH_CAREFULLY;
+            if (swallowed)
+                return BATCH_FAILED;
+            return result == DB_BUSY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
+        }
+    }
+    return pg_commit(db);
+}
+
+/* One careful attempt: each job inside its own savepoint. Sets each job's result; busy[i]
+ * marks jobs to run again. */
+static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *busy)
+{
     /* savepoint boundaries share a round trip with the statement before them */
-    if (db_exec_script(db, savepoints ? "BEGIN; SAVEPOINT job" : "BEGIN") != DB_DONE)
+    held.count = 0;
+    if (db_exec_script(db, "BEGIN; SAVEPOINT job") != DB_DONE)
         return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
     for (int i = 0; i < n; i++) {
         bool last = i == n - 1;
         busy[i] = false;
-        db_clear_busy(db);
-        db_failure before = db_thread_failure();
-        db_thread_failure_reset();
-        int result = run_job(db, jobs[i]->fn, jobs[i]->ctx);
-        jobs[i]->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
-        db_note_failure(before);
+        int mark = held.count;
+        int result = pg_run_job(db, jobs[i]);
         if (db_broken(db))
             return BATCH_LOST;
-        /* a deadlock or serialization failure the job reported as a plain failure is still
-         * one: the job runs again */
-        if (result != 0 && db_saw_busy(db))
-            result = DB_BUSY;
-        if (!savepoints) {
-            jobs[i]->result = result;
-            if (result != 0) {
-                db_exec(db, "ROLLBACK", "");
-                return result == DB_BUSY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
-            }
-            if (db_transaction_failed(db)) {
-                /* the job swallowed an error (a timeout it took for "no row"): its COMMIT
-                 * would roll back and still report success */
-                jobs[i]->result = STORE_FAILED;
-                db_exec(db, "ROLLBACK", "");
-                return BATCH_FAILED;
-            }
-            break;
-        }
         /* RELEASE fails when the job swallowed an error that aborted its savepoint: then
          * nothing it did can be kept */
         if (result != 0 ||
@@ -601,17 +736,19 @@ static batch_end pg_try_batch(db_conn *db, write_job **jobs, int n, bool *busy)
                 return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
             if (result == 0)
                 result = STORE_FAILED;
+            held.count = mark; /* what the job held goes with its writes */
         }
         jobs[i]->result = result;
         busy[i] = result == DB_BUSY;
     }
-    db_status rc = commit(db);
-    if (rc == DB_DONE)
-        return BATCH_COMMITTED;
-    if (db_broken(db))
-        return BATCH_IN_DOUBT;
-    db_exec(db, "ROLLBACK", "");
-    return rc == DB_BUSY ? BATCH_BUSY : BATCH_FAILED;
+    return pg_commit(db);
+}
+
+static void count_retry(store *s, int64_t *counter)
+{
+    pthread_mutex_lock(&s->lock);
+    (*counter)++;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void pg_finish_jobs(store *s, write_job **jobs, int n, int batches)
@@ -647,6 +784,7 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
     write_job **again = calloc((size_t)n, sizeof *again);
     int batches = 0;
     bool reconnected = false;
+    bool carefully = false; /* after a job failed in an optimistic batch */
     int attempt = 0;
     for (int i = 0; i < n; i++) {
         jobs[i]->result = STORE_FAILED;
@@ -664,7 +802,10 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
             }
             break;
         }
-        batch_end end = pg_try_batch(db, todo, count, busy);
+        for (int i = 0; i < count; i++)
+            busy[i] = false;
+        batch_end end = carefully && count > 1 ? pg_try_carefully(db, todo, count, busy)
+                                               : pg_try_optimistic(db, todo, count);
         db_failure failure = db_thread_failure();
         if (end == BATCH_FAILED || end == BATCH_IN_DOUBT || end == BATCH_LOST)
             for (int i = 0; i < count; i++)
@@ -673,11 +814,17 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
             log_error("error", "write batch failed", db_last_error(db));
         pool_give(s, &s->writer_pool, db);
         batches++;
+        if (end == BATCH_CAREFULLY) {
+            carefully = true; /* nothing was kept */
+            count_retry(s, &s->stats.careful_reruns);
+            continue;
+        }
         if (end == BATCH_LOST && !reconnected) {
             reconnected = true; /* nothing was kept: once more on a fresh connection */
             continue;
         }
         if (end == BATCH_BUSY && ++attempt < PG_ATTEMPTS) {
+            count_retry(s, &s->stats.busy_retries);
             pg_pause(attempt);
             continue;
         }
@@ -703,6 +850,7 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
                 again[next++] = todo[i];
         if (next == 0 || ++attempt >= PG_ATTEMPTS)
             break;
+        count_retry(s, &s->stats.busy_retries);
         pg_pause(attempt);
         todo = again; /* may already be again itself: next never overtakes i above */
         count = next;

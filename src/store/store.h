@@ -2,11 +2,11 @@
 #define PAYD_STORE_STORE_H
 /* The store: one writer that group-commits, and per-thread readers.
  *
- * Every write is a job: a function run against the writer's connection inside its own SAVEPOINT.
- * On SQLite one writer thread takes all queued jobs, runs them in one transaction and commits
- * once (one fsync for the whole batch), then wakes every job's caller. A job that returns
- * non-zero has only its own savepoint rolled back. On PostgreSQL, which groups commits across
- * connections itself, each job runs in its own transaction on a pooled connection.
+ * Every write is a job: a function run against a writer connection. A writer takes all queued
+ * jobs, runs them in one transaction and commits once (one fsync for the whole batch), then
+ * wakes every job's caller. A job that returns non-zero has only its own writes undone. On
+ * SQLite there is one writer thread; on PostgreSQL one per write connection (see store.c for
+ * how a batch runs there).
  *
  * PostgreSQL connections come from two pools (writers, readers) under one budget
  * (max_connections). A lost connection marks the store down: requests fail fast (the thread's
@@ -26,6 +26,25 @@ typedef struct store store;
 typedef int (*write_job_fn)(db_conn *db, void *ctx);
 
 #define STORE_FAILED (-1000) /* the transaction could not commit: nothing of the job was kept */
+
+/* An additive change to a row that many jobs change, such as an account's balance or an hourly
+ * volume bucket. Inside a write job it is held until the batch is about to commit, then applied
+ * once per row with the batch's values combined, rows in one fixed order (by rank, statement
+ * text, then key). A hot row is then locked for the last moment of a batch instead of from the
+ * first job that touched it, and batches on several PostgreSQL connections (or nodes) take their
+ * row locks in the same order, so they cannot deadlock on them. Only for changes whose outcome the
+ * job does not need to see: a failure fails the whole batch. Outside a write job it is applied
+ * at once. */
+#define STORE_ADD_VALUES 6
+typedef enum { ADD_KEY, ADD_SUM, ADD_MAX } store_add_kind;
+typedef struct store_add {
+    int rank;        /* rows of a lower rank are locked first: other jobs lock in that order */
+    const char *sql; /* $1..$count are value[0..count); a literal or db_intern_sql text */
+    int count;
+    int64_t value[STORE_ADD_VALUES];
+    store_add_kind kind[STORE_ADD_VALUES]; /* rows are identified by their ADD_KEY values */
+} store_add;
+db_status store_add_at_commit(db_conn *db, const store_add *add);
 
 /* What a write job came to. A job returns 0, a db_status it met, or one of the positive codes
  * below; write_result_of() is the one place that says what each means, so no caller has to
@@ -51,6 +70,7 @@ typedef struct store_options {
     int64_t pool_timeout_ms;      /* longest wait for a pooled connection; 0: 5 s */
     int64_t idle_timeout_ms;      /* an idle pooled connection is closed after this; 0: 60 s */
     int64_t statement_timeout_ms; /* per session; 0: the server's setting */
+    bool no_prepare;              /* PostgreSQL: no prepared statements (a transaction pooler) */
     int64_t lock_timeout_ms;      /* per session; 0: the server's setting */
     const char *application_name; /* shown in pg_stat_activity */
     bool wait_for_database;       /* open even when PostgreSQL is down, and keep trying */
@@ -63,6 +83,9 @@ typedef struct store_options {
 
 typedef struct store_stats {
     int64_t jobs, batches, failed_commits;
+    /* PostgreSQL: attempts run again after a deadlock or serialization failure (busy), and
+     * optimistic batches run again with savepoints because a job in them failed (careful) */
+    int64_t busy_retries, careful_reruns;
     int64_t queue_depth; /* jobs waiting right now */
     /* Batches by size: bucket b holds sizes in (2^(b-1), 2^b], so its upper bound is 2^b:
      * 1, 2, 3-4, 5-8, ... up to 2^17, above the largest --max-batch (100000). */

@@ -1,5 +1,6 @@
-/* The group-commit store: many concurrent jobs share transactions, and a job that fails undoes
- * only its own writes. */
+/* The group-commit store: many concurrent jobs share transactions, a job that fails undoes
+ * only its own writes, and additions held until the commit (store_add_at_commit) go with the
+ * job that made them. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,12 +16,14 @@
 
 #define THREADS         32
 #define JOBS_PER_THREAD 50
+#define ACCOUNTS        3
 
 typedef struct job_arg {
     int64_t n;
 } job_arg;
 
-/* Inserts a secret row; odd jobs then fail after writing, so their row must vanish. */
+/* Inserts a secret row and adds n to one of the accounts' balances at commit; odd jobs then
+ * fail after writing, so their row and their addition must vanish. */
 static int insert_then_maybe_fail(db_conn *db, void *arg)
 {
     job_arg *a = arg;
@@ -28,7 +31,26 @@ static int insert_then_maybe_fail(db_conn *db, void *arg)
     snprintf(name, sizeof name, "job-%lld", (long long)a->n);
     if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) != DB_DONE)
         return -1;
+    store_add add = {.sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
+                            "updated_at = $4 WHERE id = $1",
+                     .count = 4,
+                     .value = {1 + a->n % ACCOUNTS, a->n, 1, a->n},
+                     .kind = {ADD_KEY, ADD_SUM, ADD_SUM, ADD_MAX}};
+    if (store_add_at_commit(db, &add) != DB_DONE)
+        return -1;
     return a->n % 2 ? 1 : 0;
+}
+
+static int make_accounts(db_conn *db, void *arg)
+{
+    (void)arg;
+    for (int id = 1; id <= ACCOUNTS; id++)
+        if (db_exec(db,
+                    "INSERT INTO accounts (id, user_id, currency, balance, version, created_at, "
+                    "updated_at) VALUES ($1, 1, 'USD', 0, 1, 0, 0)",
+                    "i", (int64_t)id) != DB_DONE)
+            return -1;
+    return 0;
 }
 
 typedef struct worker {
@@ -61,6 +83,7 @@ static void run(int max_batch, bool expect_batches)
     store_options opt = {.url = path, .max_batch = max_batch};
     store *s = store_open(&opt, err, sizeof err);
     assert_non_null(s);
+    assert_int_equal(store_write(s, make_accounts, NULL), 0);
     pthread_t threads[THREADS];
     worker workers[THREADS] = {0};
     for (int i = 0; i < THREADS; i++) {
@@ -85,10 +108,24 @@ static void run(int max_batch, bool expect_batches)
     assert_int_equal(db_step(st), DB_ROW);
     assert_int_equal(db_int(st, 0), 0);
     db_done(st);
+    /* each account holds exactly the additions of the kept (even) jobs, once each */
+    for (int id = 1; id <= ACCOUNTS; id++) {
+        int64_t balance = 0, kept = 0;
+        for (int64_t n = 0; n < THREADS * JOBS_PER_THREAD; n++)
+            if (n % 2 == 0 && 1 + n % ACCOUNTS == id) {
+                balance += n;
+                kept++;
+            }
+        st = db_query(r, "SELECT balance, version FROM accounts WHERE id = $1", "i", (int64_t)id);
+        assert_int_equal(db_step(st), DB_ROW);
+        assert_int_equal(db_int(st, 0), balance);
+        assert_int_equal(db_int(st, 1), 1 + kept);
+        db_done(st);
+    }
 
     store_stats stats;
     store_get_stats(s, &stats);
-    assert_int_equal(stats.jobs, THREADS * JOBS_PER_THREAD);
+    assert_int_equal(stats.jobs, THREADS * JOBS_PER_THREAD + 1);
     if (expect_batches)
         assert_true(stats.batches < stats.jobs); /* jobs shared transactions */
     else
