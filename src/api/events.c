@@ -25,10 +25,11 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
         return DB_DONE;
     uint64_t id = app_next_id(req->app);
     int64_t created = created_at_of(id);
-    db_status rc = db_exec(db,
-                           "INSERT INTO events (id, user_id, type, data, created_at) "
-                           "VALUES ($1, $2, $3, $4, $5)",
-                           "iissi", (int64_t)id, (int64_t)req->user.id, type, object_json, created);
+    db_status rc =
+        db_exec_checked(db, -1, 0,
+                        "INSERT INTO events (id, user_id, type, data, created_at) "
+                        "VALUES ($1, $2, $3, $4, $5)",
+                        "iissi", (int64_t)id, (int64_t)req->user.id, type, object_json, created);
     if (rc != DB_DONE)
         return rc;
     /* the outbox: one pending delivery per enabled endpoint that asked for this type. A read

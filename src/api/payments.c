@@ -147,8 +147,8 @@ static int record_payment(db_conn *db, void *arg)
     request *req = p->req;
     bool approved = p->charge.status == PROC_APPROVED;
     const char *status = approved ? "succeeded" : "failed";
-    db_status rc = db_exec(
-        db,
+    db_status rc = db_exec_checked(
+        db, -1, 0,
         "INSERT INTO payments (id, user_id, account_id, amount, currency, status, source, "
         "order_id, "
         "description, metadata, refunded_amount, processor_charge_id, decline_code, created_at) "

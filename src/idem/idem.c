@@ -314,22 +314,21 @@ bool idem_claim_or_reply(request *req)
 
 /* ---- finish: store, release or unlock; every write names the holder's fence ---- */
 
-static int fenced(db_conn *db, db_status rc)
-{
-    if (rc != DB_DONE)
-        return rc;
-    return db_changes(db) == 1 ? 0 : WRITE_FENCED;
-}
+/* Every write after the claim names the holder's fence and must change the key's one row;
+ * none changed means a newer holder has the key. On PostgreSQL the check may travel with the
+ * job's next statement (db_exec_checked). */
+#define FENCED_WRITE(db, sql, types, ...)                                                          \
+    db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__)
 
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
-    return fenced(db, db_exec(db,
-                              "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
-                              "response_status = $3, response_location = $4, response_body = $5 "
-                              "WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
-                              "isissi", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
-                              location, req->resp_body ? req->resp_body : "", req->idem->fence));
+    return FENCED_WRITE(db,
+                        "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
+                        "response_status = $3, response_location = $4, response_body = $5 "
+                        "WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
+                        "isissi", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
+                        location, req->resp_body ? req->resp_body : "", req->idem->fence);
 }
 
 typedef struct settle_job {
@@ -347,20 +346,20 @@ static int settle_job_run(db_conn *db, void *arg)
     case KEY_RELEASE:
         /* the row stays, marked released, so its generation (and with it the processor key)
          * survives for a re-claim of the same request; the sweeper removes it after the TTL */
-        return fenced(db, db_exec(db,
-                                  "UPDATE idempotency_keys SET state = 'released', locked_at = 0, "
-                                  "response_status = NULL, response_location = NULL, "
-                                  "response_body = NULL "
-                                  "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
-                                  "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence));
+        return FENCED_WRITE(db,
+                            "UPDATE idempotency_keys SET state = 'released', locked_at = 0, "
+                            "response_status = NULL, response_location = NULL, "
+                            "response_body = NULL "
+                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                            "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
     case KEY_UNLOCK:
         /* in doubt: locked_at now records when it was left, so the recoverer waits a lock
          * timeout before finishing it, giving the client's own retry the first chance */
-        return fenced(db, db_exec(db,
-                                  "UPDATE idempotency_keys SET state = 'in_doubt', locked_at = $4 "
-                                  "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
-                                  "isii", (int64_t)req->user.id, req->idem->key, req->idem->fence,
-                                  now_us()));
+        return FENCED_WRITE(db,
+                            "UPDATE idempotency_keys SET state = 'in_doubt', locked_at = $4 "
+                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                            "isii", (int64_t)req->user.id, req->idem->key, req->idem->fence,
+                            now_us());
     }
     return WRITE_FAILED;
 }
@@ -407,12 +406,12 @@ static int commit_with_response(db_conn *db, void *arg)
     request *req = j->req;
     if (req->idem) {
         /* the fence first: it locks the key's row for this transaction, so no takeover can
-         * slip between this check and the commit, and a stale holder writes nothing at all */
-        int rc =
-            fenced(db, db_exec(db,
-                               "UPDATE idempotency_keys SET locked_at = locked_at "
-                               "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
-                               "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence));
+         * slip between this check and the commit, and a stale holder keeps nothing (its job
+         * fails FENCED, whatever its later writes met, and they are undone with it) */
+        int rc = FENCED_WRITE(db,
+                              "UPDATE idempotency_keys SET locked_at = locked_at "
+                              "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                              "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
         if (rc != 0)
             return rc;
     }

@@ -12,6 +12,15 @@
 #define MAX_PARAMS      16
 #define STMT_CACHE_SIZE 256 /* power of two */
 
+/* A checked write held back (db_exec_checked), with its own copy of its parameters. */
+typedef struct deferred_write {
+    const char *sql;
+    int count;
+    db_value params[MAX_PARAMS];
+    int64_t expect_changes; /* -1: any */
+    int fail_code;          /* the job's answer when the changed rows differ */
+} deferred_write;
+
 struct db_stmt {
     db_conn *conn;
     const char *sql;
@@ -35,6 +44,11 @@ struct db_conn {
     bool pg_prepare;    /* PostgreSQL: statements are prepared once and run by name */
     bool begin_pending; /* PostgreSQL: db_begin was called, no statement has been sent since */
     bool unusable;      /* PostgreSQL: a pipeline could not be read back in step */
+    /* PostgreSQL: checked writes held back to go with the next statement (db_set_deferral) */
+    bool defer;
+    struct deferred_write *deferred;
+    int deferred_count, deferred_cap;
+    int deferred_failure; /* the first held write that failed its check, since taken */
     db_stmt cache[STMT_CACHE_SIZE];
     db_stmt scratch; /* PostgreSQL: the one statement in use (results are not nested) */
     char error[256];
@@ -246,41 +260,67 @@ static void pg_params(const db_value *params, int count, pg_text_params *out)
 
 static db_status pg_status(db_conn *c, PGresult *r);
 
-/* Runs cmds in one round trip (pipeline mode), a pending BEGIN first. Returns the first
- * failure's status (the server skips the rest). With keep, *keep is the first failure's result,
- * or else the last command's, for the caller to clear. Statements are prepared beforehand, so
- * only runs go in the pipeline. */
+static void drop_deferred(db_conn *c)
+{
+    for (int i = 0; i < c->deferred_count; i++)
+        for (int p = 0; p < c->deferred[i].count; p++)
+            if (c->deferred[i].params[p].type == 's')
+                free((char *)c->deferred[i].params[p].s);
+    c->deferred_count = 0;
+}
+
+/* Runs cmds in one round trip (pipeline mode): a pending BEGIN first, then the held checked
+ * writes, then cmds. Returns the first failure's status (the server skips the rest); a held
+ * write that changed other than the rows it expected sets deferred_failure instead. With keep,
+ * *keep is the first failure's result, or else the last command's, for the caller to clear.
+ * Statements are prepared beforehand, so only runs go in the pipeline. */
 static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult **keep)
 {
-    char names[n][16];
-    for (int i = 0; i < n; i++) {
+    if (keep)
+        *keep = NULL;
+    int held = c->deferred_count;
+    int total = held + n;
+    db_command all[total > 0 ? total : 1];
+    for (int i = 0; i < held; i++)
+        all[i] = (db_command){.sql = c->deferred[i].sql,
+                              .params = c->deferred[i].params,
+                              .count = c->deferred[i].count};
+    for (int i = 0; i < n; i++)
+        all[held + i] = cmds[i];
+    char names[total > 0 ? total : 1][16];
+    for (int i = 0; i < total; i++) {
         PGresult *failed;
-        if (!pg_prepared_name(c, cmds[i].sql, names[i], &failed)) {
+        if (!pg_prepared_name(c, all[i].sql, names[i], &failed)) {
             db_status rc = pg_status(c, failed);
-            PQclear(failed);
+            if (keep)
+                *keep = failed; /* the caller reads the refusal from it */
+            else
+                PQclear(failed);
+            drop_deferred(c);
             return rc;
         }
     }
-    if (PQenterPipelineMode(c->pg) != 1)
+    if (PQenterPipelineMode(c->pg) != 1) {
+        drop_deferred(c);
         return pg_status(c, NULL);
+    }
     bool begin = c->begin_pending;
     c->begin_pending = false;
     bool sent = !begin || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-    for (int i = 0; i < n && sent; i++) {
+    for (int i = 0; i < total && sent; i++) {
         pg_text_params text;
-        pg_params(cmds[i].params, cmds[i].count, &text);
-        sent = pg_send(c, cmds[i].sql, names[i], cmds[i].count, text.values);
+        pg_params(all[i].params, all[i].count, &text);
+        sent = pg_send(c, all[i].sql, names[i], all[i].count, text.values);
     }
-    if (keep)
-        *keep = NULL;
     if (!sent || PQpipelineSync(c->pg) != 1) {
         /* the server may hold back what it answered until a sync: nothing can be read in step */
         db_status rc = pg_status(c, NULL);
         c->unusable = true;
+        drop_deferred(c);
         return rc == DB_DONE ? DB_UNAVAILABLE : rc;
     }
     db_status rc = DB_DONE;
-    for (int i = begin ? -1 : 0; i < n; i++) {
+    for (int i = begin ? -1 : 0; i < total; i++) {
         PGresult *r = PQgetResult(c->pg);
         if (!r) { /* the connection went away mid-pipeline */
             if (rc == DB_DONE)
@@ -292,7 +332,13 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
         bool first_failure = !ok && rc == DB_DONE;
         if (first_failure)
             rc = pg_status(c, r);
-        if (keep && (first_failure || (i == n - 1 && rc == DB_DONE))) {
+        if (ok && i >= 0 && i < held && c->deferred[i].expect_changes >= 0 &&
+            !c->deferred_failure) {
+            const char *tuples = PQcmdTuples(r);
+            if ((*tuples ? atoll(tuples) : 0) != c->deferred[i].expect_changes)
+                c->deferred_failure = c->deferred[i].fail_code;
+        }
+        if (keep && (first_failure || (i == total - 1 && rc == DB_DONE))) {
             *keep = r;
             if (ok) {
                 const char *tuples = PQcmdTuples(r);
@@ -317,23 +363,29 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
         if (rc == DB_DONE)
             rc = DB_UNAVAILABLE;
     }
+    drop_deferred(c);
     return rc;
 }
 
 static PGresult *pg_run(db_conn *c, const char *sql, int count, const char *const *values)
 {
-    if (c->begin_pending && (!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK"))) {
+    if (!strcmp(sql, "ROLLBACK")) { /* held writes never need to reach the server */
+        drop_deferred(c);
+        c->deferred_failure = 0;
+    }
+    if (c->begin_pending && (!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK")) &&
+        c->deferred_count == 0) {
         c->begin_pending = false; /* the transaction never reached the server */
         return PQmakeEmptyPGresult(c->pg, PGRES_COMMAND_OK);
     }
-    if (c->begin_pending) {
-        /* the BEGIN travels with this statement; rebuilt as a one-command pipeline */
+    if (c->begin_pending || c->deferred_count) {
+        /* the BEGIN and the held writes travel with this statement: a one-command pipeline */
         db_value params[MAX_PARAMS];
         for (int i = 0; i < count; i++)
             params[i] =
                 values[i] ? (db_value){.type = 's', .s = values[i]} : (db_value){.type = 'n'};
         db_command cmd = {.sql = sql, .params = params, .count = count};
-        PGresult *result;
+        PGresult *result = NULL;
         pg_pipeline(c, &cmd, 1, &result);
         return result; /* NULL when the connection went: read as unavailable */
     }
@@ -536,6 +588,8 @@ void db_close(db_conn *c)
         sqlite3_close_v2(c->lite);
     if (c->pg)
         PQfinish(c->pg);
+    drop_deferred(c);
+    free(c->deferred);
     free(c);
 }
 
@@ -590,14 +644,14 @@ db_stmt *db_query_values(db_conn *c, const char *sql, const db_value *params, in
     return st;
 }
 
-static db_stmt *query_va(db_conn *c, const char *sql, const char *types, va_list ap)
+/* The parameters named by types, from ap; -1 when there are too many. */
+static int values_va(db_conn *c, const char *types, va_list ap, db_value values[MAX_PARAMS])
 {
-    db_value values[MAX_PARAMS];
     int n = 0;
     for (; types[n]; n++) {
         if (n == MAX_PARAMS) {
             snprintf(c->error, sizeof c->error, "too many parameters");
-            return NULL;
+            return -1;
         }
         values[n].type = types[n];
         if (types[n] == 'i') {
@@ -607,9 +661,82 @@ static db_stmt *query_va(db_conn *c, const char *sql, const char *types, va_list
             values[n].type = values[n].i ? 'i' : 'n';
         } else if (types[n] == 's') {
             values[n].s = va_arg(ap, const char *);
+            if (!values[n].s)
+                values[n].type = 'n';
         }
     }
-    return db_query_values(c, sql, values, n);
+    return n;
+}
+
+static db_stmt *query_va(db_conn *c, const char *sql, const char *types, va_list ap)
+{
+    db_value values[MAX_PARAMS];
+    int n = values_va(c, types, ap, values);
+    return n < 0 ? NULL : db_query_values(c, sql, values, n);
+}
+
+void db_set_deferral(db_conn *c, bool on)
+{
+    c->defer = on && c->kind == DB_POSTGRES;
+}
+
+int db_exec_checked(db_conn *c, int64_t expect_changes, int fail_code, const char *sql,
+                    const char *types, ...)
+{
+    db_value values[MAX_PARAMS];
+    va_list ap;
+    va_start(ap, types);
+    int n = values_va(c, types, ap, values);
+    va_end(ap);
+    if (n < 0)
+        return DB_ERROR;
+    if (c->defer) {
+        if (c->deferred_count == c->deferred_cap) {
+            c->deferred_cap = c->deferred_cap ? c->deferred_cap * 2 : 8;
+            c->deferred = realloc(c->deferred, (size_t)c->deferred_cap * sizeof *c->deferred);
+        }
+        deferred_write *d = &c->deferred[c->deferred_count++];
+        *d = (deferred_write){
+            .sql = sql, .count = n, .expect_changes = expect_changes, .fail_code = fail_code};
+        for (int i = 0; i < n; i++) {
+            d->params[i] = values[i];
+            if (values[i].type == 's')
+                d->params[i].s = strdup(values[i].s);
+        }
+        return DB_DONE;
+    }
+    db_stmt *st = db_query_values(c, sql, values, n);
+    if (!st)
+        return DB_ERROR;
+    db_status rc;
+    if (c->kind == DB_SQLITE) {
+        do
+            rc = db_step(st);
+        while (rc == DB_ROW);
+        c->changes = sqlite3_changes(c->lite);
+    } else {
+        rc = st->status;
+    }
+    db_done(st);
+    if (rc != DB_DONE)
+        return rc;
+    return expect_changes >= 0 && c->changes != expect_changes ? fail_code : DB_DONE;
+}
+
+db_status db_flush(db_conn *c)
+{
+    if (c->kind != DB_POSTGRES || (c->deferred_count == 0 && !c->begin_pending))
+        return DB_DONE;
+    if (c->deferred_count == 0)
+        return DB_DONE; /* a BEGIN alone can wait for a statement */
+    return pg_pipeline(c, NULL, 0, NULL);
+}
+
+int db_take_deferred_failure(db_conn *c)
+{
+    int f = c->deferred_failure;
+    c->deferred_failure = 0;
+    return f;
 }
 
 /* Interned SQL texts: a small append-only list; lists have a few dozen variants in all. */
@@ -730,6 +857,15 @@ db_status db_exec_script(db_conn *c, const char *sql)
         }
         return DB_DONE;
     }
+    if (!strcmp(sql, "ROLLBACK")) {
+        drop_deferred(c);
+        c->deferred_failure = 0;
+    }
+    if (c->deferred_count) {
+        db_status rc = db_flush(c);
+        if (rc != DB_DONE)
+            return rc;
+    }
     if (c->begin_pending) {
         c->begin_pending = false;
         if (!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK"))
@@ -754,6 +890,13 @@ db_status db_begin(db_conn *c)
 
 db_status db_exec_all(db_conn *c, const db_command *cmds, int n)
 {
+    if (c->deferred_count) { /* their checks are settled first: cmds may end in COMMIT */
+        db_status rc = db_flush(c);
+        if (rc != DB_DONE)
+            return rc;
+        if (c->deferred_failure)
+            return DB_ERROR;
+    }
     if (n == 0)
         return DB_DONE;
     if (c->kind == DB_POSTGRES && !c->unusable)

@@ -101,6 +101,19 @@ const char *db_intern_sql(const char *sql);
 db_status db_exec(db_conn *c, const char *sql, const char *types, ...);
 /* Rows changed by the last db_exec. */
 int64_t db_changes(db_conn *c);
+
+/* A write that must change expect_changes rows (-1: any number), else the job fails with
+ * fail_code; returns DB_DONE, its failure status, or fail_code. With deferral on (PostgreSQL, a
+ * writer's optimistic batch) it is held back and sent with the next statement that needs an
+ * answer, or by db_flush, and returns DB_DONE at once: an SQL error then fails that statement,
+ * and a wrong row count is kept for db_take_deferred_failure. Its text parameters are copied. */
+int db_exec_checked(db_conn *c, int64_t expect_changes, int fail_code, const char *sql,
+                    const char *types, ...);
+void db_set_deferral(db_conn *c, bool on);
+/* Sends the held writes (one round trip); their checks go to db_take_deferred_failure. */
+db_status db_flush(db_conn *c);
+/* The fail_code of the first held write whose check failed since the last call, or 0. */
+int db_take_deferred_failure(db_conn *c);
 /* Runs several ;-separated statements without parameters (schema, BEGIN, …). */
 db_status db_exec_script(db_conn *c, const char *sql);
 

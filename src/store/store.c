@@ -128,7 +128,8 @@ static int compare_adds(const void *pa, const void *pb)
  * PostgreSQL, so a hot row stays locked for little more than the commit itself. */
 static db_status commit_with_held_adds(db_conn *db)
 {
-    qsort(held.items, (size_t)held.count, sizeof *held.items, compare_adds);
+    if (held.count > 1)
+        qsort(held.items, (size_t)held.count, sizeof *held.items, compare_adds);
     int rows = 0; /* merged in place: items[0..rows) */
     for (int i = 0; i < held.count;) {
         store_add row = held.items[i++];
@@ -657,14 +658,16 @@ typedef enum {
     BATCH_FAILED
 } batch_end;
 
-/* Runs one job; a deadlock or serialization failure it reported as a plain failure is still
- * one (DB_BUSY): the job runs again. */
-static int pg_run_job(db_conn *db, write_job *job)
+/* Runs one job (settle: and sends the writes it held back); a deadlock or serialization
+ * failure it reported as a plain failure is still one (DB_BUSY): the job runs again. */
+static int pg_run_job(db_conn *db, write_job *job, bool settle)
 {
     db_clear_busy(db);
     db_failure before = db_thread_failure();
     db_thread_failure_reset();
     int result = run_job(db, job->fn, job->ctx);
+    if (settle && result == 0)
+        result = db_flush(db);
     job->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
     db_note_failure(before);
     if (result != 0 && db_saw_busy(db))
@@ -688,12 +691,17 @@ static batch_end pg_commit(db_conn *db)
 /* One optimistic attempt: the jobs back to back in one transaction. A single job is the
  * transaction itself, and its failure is its answer; in a batch, any failure sends the whole
  * batch round again with savepoints. */
-static batch_end pg_try_optimistic(db_conn *db, write_job **jobs, int n)
+static batch_end pg_run_optimistic(db_conn *db, write_job **jobs, int n)
 {
     held.count = 0;
     db_begin(db); /* sent with the first job's first statement */
     for (int i = 0; i < n; i++) {
-        int result = pg_run_job(db, jobs[i]);
+        /* a held write that failed its check fails the job it ran in, or a later one (whose
+         * careful rerun then tells which); the last job's are settled before COMMIT */
+        int result = pg_run_job(db, jobs[i], i == n - 1);
+        int deferred = db_take_deferred_failure(db);
+        if (deferred) /* it came first: what failed after it follows from it */
+            result = deferred;
         if (db_broken(db))
             return BATCH_LOST;
         /* a job that swallowed an error (a timeout it took for "no row") left the transaction
@@ -712,6 +720,16 @@ static batch_end pg_try_optimistic(db_conn *db, write_job **jobs, int n)
     return pg_commit(db);
 }
 
+/* Checked writes (db_exec_checked) are held back during an optimistic attempt, to travel with
+ * the next statement that needs an answer: a fenced write costs no round trip of its own. */
+static batch_end pg_try_optimistic(db_conn *db, write_job **jobs, int n)
+{
+    db_set_deferral(db, true);
+    batch_end end = pg_run_optimistic(db, jobs, n);
+    db_set_deferral(db, false);
+    return end;
+}
+
 /* One careful attempt: each job inside its own savepoint. Sets each job's result; busy[i]
  * marks jobs to run again. */
 static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *busy)
@@ -724,7 +742,7 @@ static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *bu
         bool last = i == n - 1;
         busy[i] = false;
         int mark = held.count;
-        int result = pg_run_job(db, jobs[i]);
+        int result = pg_run_job(db, jobs[i], false);
         if (db_broken(db))
             return BATCH_LOST;
         /* RELEASE fails when the job swallowed an error that aborted its savepoint: then
