@@ -675,6 +675,25 @@ static db_stmt *query_va(db_conn *c, const char *sql, const char *types, va_list
     return n < 0 ? NULL : db_query_values(c, sql, values, n);
 }
 
+/* Runs a statement whose rows are ignored; db_changes tells how many it changed. */
+static db_status exec_values(db_conn *c, const char *sql, const db_value *values, int n)
+{
+    db_stmt *st = db_query_values(c, sql, values, n);
+    if (!st)
+        return DB_ERROR;
+    db_status rc;
+    if (c->kind == DB_SQLITE) {
+        do
+            rc = db_step(st);
+        while (rc == DB_ROW);
+        c->changes = sqlite3_changes(c->lite);
+    } else {
+        rc = st->status;
+    }
+    db_done(st);
+    return rc;
+}
+
 void db_set_deferral(db_conn *c, bool on)
 {
     c->defer = on && c->kind == DB_POSTGRES;
@@ -705,19 +724,7 @@ int db_exec_checked(db_conn *c, int64_t expect_changes, int fail_code, const cha
         }
         return DB_DONE;
     }
-    db_stmt *st = db_query_values(c, sql, values, n);
-    if (!st)
-        return DB_ERROR;
-    db_status rc;
-    if (c->kind == DB_SQLITE) {
-        do
-            rc = db_step(st);
-        while (rc == DB_ROW);
-        c->changes = sqlite3_changes(c->lite);
-    } else {
-        rc = st->status;
-    }
-    db_done(st);
+    db_status rc = exec_values(c, sql, values, n);
     if (rc != DB_DONE)
         return rc;
     return expect_changes >= 0 && c->changes != expect_changes ? fail_code : DB_DONE;
@@ -821,23 +828,12 @@ bool db_is_null(db_stmt *st, int col)
 
 db_status db_exec(db_conn *c, const char *sql, const char *types, ...)
 {
+    db_value values[MAX_PARAMS];
     va_list ap;
     va_start(ap, types);
-    db_stmt *st = query_va(c, sql, types, ap);
+    int n = values_va(c, types, ap, values);
     va_end(ap);
-    if (!st)
-        return DB_ERROR;
-    db_status rc;
-    if (c->kind == DB_SQLITE) {
-        do
-            rc = db_step(st);
-        while (rc == DB_ROW);
-        c->changes = sqlite3_changes(c->lite);
-    } else {
-        rc = st->status;
-    }
-    db_done(st);
-    return rc;
+    return n < 0 ? DB_ERROR : exec_values(c, sql, values, n);
 }
 
 int64_t db_changes(db_conn *c)
