@@ -407,10 +407,15 @@ static int commit_with_response(db_conn *db, void *arg)
     if (req->idem) {
         /* the fence first: it locks the key's row for this transaction, so no takeover can
          * slip between this check and the commit, and a stale holder keeps nothing (its job
-         * fails FENCED, whatever its later writes met, and they are undone with it) */
+         * fails FENCED, whatever its later writes met, and they are undone with it). On
+         * PostgreSQL a row lock without a new row version; SQLite's one writer needs no lock,
+         * and counts rows only for writes */
         int rc = FENCED_WRITE(db,
-                              "UPDATE idempotency_keys SET locked_at = locked_at "
-                              "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                              db_kind_of(db) == DB_POSTGRES
+                                  ? "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND "
+                                    "idem_key = $2 AND fence = $3 FOR UPDATE"
+                                  : "UPDATE idempotency_keys SET locked_at = locked_at "
+                                    "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
                               "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
         if (rc != 0)
             return rc;
