@@ -3,13 +3,17 @@
 # page on each backend, then one PostgreSQL node against two (wrk on each node at once).
 # Starts its own PostgreSQL (initdb in a temp dir, as the postgres user when run as root).
 #
-#   bench/pg_vs_sqlite.sh                  (BENCH_DURATION=5s by default)
+#   bench/pg_vs_sqlite.sh          (BENCH_DURATION=5s, BENCH_ROUNDS=3 by default)
 #
 # Prints a Markdown table; append it to bench/RESULTS.md by hand with the date. PostgreSQL runs
 # with its default settings (fsync and synchronous_commit on), like SQLite with synchronous=FULL.
+# The backends take turns, round after round, so drift on a shared machine hits both alike;
+# each figure is the median of its rounds, and the payment ratio is the median of the rounds'
+# own ratios.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DUR=${BENCH_DURATION:-5s}
+ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNS:-64}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/payd-pgbench.XXXXXX")
 chmod 755 "$WORK"
@@ -64,21 +68,23 @@ setup_user() { # db
   export BENCH_NONCE=$RANDOM$RANDOM
 }
 declare -A R
+for round in $(seq "$ROUNDS"); do
 for backend in sqlite postgres; do
   if [ $backend = sqlite ]; then DB=$WORK/payd.db; else DB=$PGURL/payd; fi
   setup_user "$DB"
   start "$DB"
-  R[$backend.pay]=$(wrk_run $backend.pay "http://127.0.0.1:$PORT" post_payments.lua)
+  R[$backend.pay]+=" $(wrk_run $backend.pay "http://127.0.0.1:$PORT" post_payments.lua)"
   # the payments above updated one account row thousands of times; reading it through its dead
   # versions measures the vacuum backlog, not the read path, so vacuum as autovacuum soon would
   if [ $backend = postgres ]; then
     as_pg "$BIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "VACUUM ANALYZE" payd
   fi
-  R[$backend.get]=$(wrk_run $backend.get "http://127.0.0.1:$PORT" get.lua \
-    BENCH_PATH="/v1/accounts/$BENCH_ACCOUNT")
-  R[$backend.list]=$(wrk_run $backend.list "http://127.0.0.1:$PORT" get.lua \
-    BENCH_PATH="/v1/accounts/$BENCH_ACCOUNT/payments?limit=20")
+  R[$backend.get]+=" $(wrk_run $backend.get "http://127.0.0.1:$PORT" get.lua \
+    BENCH_PATH="/v1/accounts/$BENCH_ACCOUNT")"
+  R[$backend.list]+=" $(wrk_run $backend.list "http://127.0.0.1:$PORT" get.lua \
+    BENCH_PATH="/v1/accounts/$BENCH_ACCOUNT/payments?limit=20")"
   stop_all
+done
 done
 
 # two PostgreSQL nodes, each driven by its own wrk with half the connections
@@ -97,11 +103,21 @@ commits=$(as_pg "$BIN/psql" -X -At -h 127.0.0.1 -p "$PGPORT" -U postgres -c \
   "SELECT xact_commit FROM pg_stat_database WHERE datname = 'payd'" postgres)
 
 ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
-echo "| request ($((CONNS * 2)) connections, $DUR) | SQLite req/s | PostgreSQL req/s | PostgreSQL / SQLite |"
+median() { python3 -c "import statistics,sys; print(int(statistics.median(map(int, sys.argv[1:]))))" $1; }
+# median of the rounds' own PostgreSQL/SQLite ratios
+paired() { python3 -c "import statistics,sys; a,b=sys.argv[1].split(),sys.argv[2].split(); print(f'{statistics.median(int(y)/int(x) for x,y in zip(a,b)):.2f}')" "$1" "$2"; }
+row() { # label metric
+  local s p
+  s=$(median "${R[sqlite.$2]}")
+  p=$(median "${R[postgres.$2]}")
+  echo "| $1 | $s (${R[sqlite.$2]# }) | $p (${R[postgres.$2]# }) | $(paired "${R[sqlite.$2]}" "${R[postgres.$2]}") |"
+}
+echo "| request ($((CONNS * 2)) connections, $DUR, median of $ROUNDS rounds) | SQLite req/s (rounds) | PostgreSQL req/s (rounds) | PostgreSQL / SQLite (median of round ratios) |"
 echo "|---|---|---|---|"
-echo "| POST /v1/payments, fresh key | ${R[sqlite.pay]} | ${R[postgres.pay]} | $(ratio ${R[postgres.pay]} ${R[sqlite.pay]}) |"
-echo "| GET /v1/accounts/{id} | ${R[sqlite.get]} | ${R[postgres.get]} | $(ratio ${R[postgres.get]} ${R[sqlite.get]}) |"
-echo "| GET /v1/accounts/{id}/payments?limit=20 | ${R[sqlite.list]} | ${R[postgres.list]} | $(ratio ${R[postgres.list]} ${R[sqlite.list]}) |"
+row "POST /v1/payments, fresh key" pay
+row "GET /v1/accounts/{id}" get
+row "GET /v1/accounts/{id}/payments?limit=20" list
+R[postgres.pay]=$(median "${R[postgres.pay]}")
 echo
 echo "| PostgreSQL, POST /v1/payments fresh key | req/s | vs one node |"
 echo "|---|---|---|"
