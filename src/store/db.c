@@ -29,7 +29,8 @@ struct db_stmt {
      * bind index of "$n", worked out once at prepare time */
     int slot[MAX_PARAMS];
     bool cached;
-    PGresult *pg; /* PostgreSQL: the whole result; rows are walked by index */
+    char pg_name[20]; /* PostgreSQL: the prepared statement's name, from its text */
+    PGresult *pg;     /* PostgreSQL: the whole result; rows are walked by index */
     int pg_row;
     db_status status;
 };
@@ -197,29 +198,35 @@ static db_stmt *lite_prepare(db_conn *c, const char *sql)
 
 /* ---- PostgreSQL ---- */
 
-/* Each statement text is prepared once per connection, named by its cache slot, and run by
- * name after that: the server parses and plans it once instead of on every call (parsing and
- * planning were a quarter of the CPU of a payment). Like the SQLite cache it is keyed by the
- * text's address: literals, or texts from db_intern_sql. Behind a transaction-mode pooler the
- * next transaction may run on a server connection that never saw the statement, so there
- * (no_prepare) every statement goes with its text.
+/* Each statement text is prepared once per connection and run by name after that: the server
+ * parses and plans it once instead of on every call (parsing and planning were a quarter of
+ * the CPU of a payment). Like the SQLite cache it is keyed by the text's address: literals, or
+ * texts from db_intern_sql. The name comes from the text itself, so one name means one
+ * statement in every process: a session shared by mistake (a transaction-mode pooler with
+ * --db-prepare left on) fails with "does not exist" instead of running another statement. With
+ * a pooler the next transaction may run on a server connection that never saw the statement,
+ * so there (no_prepare) every statement goes with its text.
  *
  * Returns the statement's name ("" when it goes with its text), preparing it first if needed;
  * NULL with *failed set when the server refused to prepare it. */
-static const char *pg_prepared_name(db_conn *c, const char *sql, char name[16], PGresult **failed)
+static const char *pg_prepared_name(db_conn *c, const char *sql, PGresult **failed)
 {
     *failed = NULL;
-    name[0] = '\0';
     if (!c->pg_prepare)
-        return name;
+        return "";
     size_t slot = ((uintptr_t)sql >> 3) & (STMT_CACHE_SIZE - 1);
     for (size_t probe = 0; probe < STMT_CACHE_SIZE; probe++) {
-        size_t at = (slot + probe) & (STMT_CACHE_SIZE - 1);
-        db_stmt *st = &c->cache[at];
-        snprintf(name, 16, "p%zu", at);
+        db_stmt *st = &c->cache[(slot + probe) & (STMT_CACHE_SIZE - 1)];
         if (st->sql == NULL) {
-            PGresult *prepared = PQprepare(c->pg, name, sql, 0, NULL);
-            if (PQresultStatus(prepared) != PGRES_COMMAND_OK) {
+            uint64_t h = 14695981039346656037ull; /* FNV-1a of the text */
+            for (const char *p = sql; *p; p++)
+                h = (h ^ (uint8_t)*p) * 1099511628211ull;
+            snprintf(st->pg_name, sizeof st->pg_name, "p%016llx", (unsigned long long)h);
+            PGresult *prepared = PQprepare(c->pg, st->pg_name, sql, 0, NULL);
+            const char *state = PQresultErrorField(prepared, PG_DIAG_SQLSTATE);
+            /* 42P05: the same text, met at another address, is prepared already */
+            if (PQresultStatus(prepared) != PGRES_COMMAND_OK &&
+                !(state && !strcmp(state, "42P05"))) {
                 *failed = prepared; /* the statement's own error, as running it would give */
                 return NULL;
             }
@@ -227,10 +234,9 @@ static const char *pg_prepared_name(db_conn *c, const char *sql, char name[16], 
             st->sql = sql;
         }
         if (st->sql == sql)
-            return name;
+            return st->pg_name;
     }
-    name[0] = '\0'; /* the cache is full: with its text */
-    return name;
+    return ""; /* the cache is full: with its text */
 }
 
 static bool pg_send(db_conn *c, const char *sql, const char *name, int count,
@@ -287,10 +293,10 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
                               .count = c->deferred[i].count};
     for (int i = 0; i < n; i++)
         all[held + i] = cmds[i];
-    char names[total > 0 ? total : 1][16];
+    const char *names[total > 0 ? total : 1];
     for (int i = 0; i < total; i++) {
         PGresult *failed;
-        if (!pg_prepared_name(c, all[i].sql, names[i], &failed)) {
+        if (!(names[i] = pg_prepared_name(c, all[i].sql, &failed))) {
             db_status rc = pg_status(c, failed);
             if (keep)
                 *keep = failed; /* the caller reads the refusal from it */
@@ -389,9 +395,9 @@ static PGresult *pg_run(db_conn *c, const char *sql, int count, const char *cons
         pg_pipeline(c, &cmd, 1, &result);
         return result; /* NULL when the connection went: read as unavailable */
     }
-    char name[16];
     PGresult *failed;
-    if (!pg_prepared_name(c, sql, name, &failed))
+    const char *name = pg_prepared_name(c, sql, &failed);
+    if (!name)
         return failed;
     return *name ? PQexecPrepared(c->pg, name, count, values, NULL, NULL, 0)
                  : PQexecParams(c->pg, sql, count, NULL, values, NULL, NULL, 0);
