@@ -23,7 +23,7 @@ const char *const event_types[] = {"account.created",     "payment.succeeded",
  * in SQL both databases speak: replace() finds the type without LIKE's wildcards. */
 #define ENDPOINT_WANTS(type_param)                                                                 \
     "(events = ',*,' OR length(replace(events, ',' || " type_param " || ',', '')) < "              \
-                                                                   "length(events))"
+    "length(events))"
 
 /* The outbox: one pending delivery per enabled endpoint of the user that wants the type. */
 static int queue_deliveries(db_conn *db, uint64_t user, uint64_t event, const char *type,
