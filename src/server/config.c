@@ -81,7 +81,7 @@ static const config_option options[] = {
      "one JSON line per request on stderr"},
     {"db-max-connections", OPT_INT, FIELD(db_max_connections), "20", 2, 10000,
      "PostgreSQL: most connections this node opens, readers and writers together (a quarter "
-     "write); "
+     "write, at most one more than the cores); "
      "4 nodes at 20 leave 20 of PostgreSQL's default 100 for administrators"},
     {"db-pool-timeout", OPT_DURATION, FIELD(db_pool_timeout_ms), "10s", 1, DAY_MS,
      "PostgreSQL: longest wait for a free pooled connection, then 503 overloaded"},

@@ -66,9 +66,10 @@ typedef struct store_options {
     int max_batch;    /* jobs per transaction; 1 = one transaction per job (the naive way) */
     int writer_conns; /* PostgreSQL: connections in the write pool when max_connections is 0 */
     /* PostgreSQL only: */
-    int max_connections; /* readers and writers together (a quarter write); 0: 2 × writer_conns */
-    int64_t pool_timeout_ms;      /* longest wait for a pooled connection; 0: 5 s */
-    int64_t idle_timeout_ms;      /* an idle pooled connection is closed after this; 0: 60 s */
+    int max_connections;     /* readers and writers together (a quarter write, at most cores + 1);
+                              * 0: 2 × writer_conns */
+    int64_t pool_timeout_ms; /* longest wait for a pooled connection; 0: 5 s */
+    int64_t idle_timeout_ms; /* an idle pooled connection is closed after this; 0: 60 s */
     int64_t statement_timeout_ms; /* per session; 0: the server's setting */
     bool no_prepare;              /* PostgreSQL: no prepared statements (a transaction pooler) */
     int64_t lock_timeout_ms;      /* per session; 0: the server's setting */
