@@ -89,6 +89,8 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
                         "iissi", (int64_t)id, (int64_t)req->user.id, type, object_json, created);
     if (rc != DB_DONE)
         return rc;
+    if (object_json == req->resp_body)
+        req->resp_event = id; /* the key's stored answer may name this event (idem.c) */
     return queue_deliveries(db, req->user.id, id, type, created);
 }
 

@@ -57,7 +57,9 @@ typedef struct request {
     size_t resp_len;
     payd_error error;         /* ERR_NONE for a success */
     const char *error_detail; /* the problem's detail, for the failure log */
-    bool resp_recorded; /* the idempotency engine stored this response in the handler's commit */
+    bool resp_recorded;  /* the idempotency engine stored this response in the handler's commit */
+    uint64_t resp_event; /* an event recorded this very body as its data (0: none); any new
+                          * body clears it */
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;
 } request;

@@ -20,6 +20,7 @@ const char *request_query(request *req, const char *name)
 static void set_body(request *req, int status, char *body)
 {
     free(req->resp_body);
+    req->resp_event = 0;
     req->status = status;
     req->resp_body = body;
     req->resp_len = body ? strlen(body) : 0;
@@ -35,6 +36,7 @@ void reply_json(request *req, int status, json_t *body)
 void reply_jsonw(request *req, int status, jsonw *w)
 {
     free(req->resp_body);
+    req->resp_event = 0;
     req->error = ERR_NONE;
     req->status = status;
     req->resp_body = jw_take(w, &req->resp_len);
@@ -43,6 +45,7 @@ void reply_jsonw(request *req, int status, jsonw *w)
 void reply_raw(request *req, int status, const char *body, size_t len)
 {
     free(req->resp_body);
+    req->resp_event = 0;
     req->status = status;
     req->resp_body = malloc(len + 1);
     memcpy(req->resp_body, body, len);

@@ -64,8 +64,9 @@ static bool load_row(db_conn *db, uint64_t user, const char *key, key_row *out)
 {
     db_stmt *st = db_query(db,
                            "SELECT fingerprint, state, claimed_at, locked_at, response_status, "
-                           "response_location, response_body, fence, generation "
-                           "FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2",
+                           "response_location, COALESCE(response_body, (SELECT data FROM events "
+                           "WHERE events.id = idempotency_keys.response_event)), fence, "
+                           "generation FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2",
                            "is", (int64_t)user, key);
     bool found = db_step(st) == DB_ROW;
     if (found) {
@@ -248,7 +249,7 @@ static int claim(db_conn *db, void *arg)
                      "UPDATE idempotency_keys SET fingerprint = $3, method = $4, path = $5, "
                      "request_body = $6, state = 'started', claimed_at = $7, locked_at = $7, "
                      "fence = $8, generation = $9, response_status = NULL, "
-                     "response_location = NULL, response_body = NULL "
+                     "response_location = NULL, response_body = NULL, response_event = NULL "
                      "WHERE user_id = $1 AND idem_key = $2 AND fence = $10",
                      "isssssiiii", user, c->key, c->fingerprint, req->method, req->path,
                      c->canonical_body, j->now, fence, generation, j->row.fence);
@@ -320,15 +321,24 @@ bool idem_claim_or_reply(request *req)
 #define FENCED_WRITE(db, sql, types, ...)                                                          \
     db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__)
 
+/* The answer is stored with the key. When an event of the same job recorded this very body as
+ * its data (a payment's 201), the key names that event instead of keeping a second copy, as
+ * long as events are kept at least as long as keys; a replay reads the body from the event. */
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
+    const app *a = req->app;
+    uint64_t event = a->cfg.event_retention_ms >= a->cfg.idempotency_ttl_ms ? req->resp_event : 0;
     return FENCED_WRITE(db,
                         "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
-                        "response_status = $3, response_location = $4, response_body = $5 "
-                        "WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
-                        "isissi", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
-                        location, req->resp_body ? req->resp_body : "", req->idem->fence);
+                        "response_status = $3, response_location = $4, response_body = $5, "
+                        "response_event = $7 WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
+                        "isissiz", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
+                        location,
+                        event            ? NULL
+                        : req->resp_body ? req->resp_body
+                                         : "",
+                        req->idem->fence, (int64_t)event);
 }
 
 typedef struct settle_job {
@@ -349,7 +359,7 @@ static int settle_job_run(db_conn *db, void *arg)
         return FENCED_WRITE(db,
                             "UPDATE idempotency_keys SET state = 'released', locked_at = 0, "
                             "response_status = NULL, response_location = NULL, "
-                            "response_body = NULL "
+                            "response_body = NULL, response_event = NULL "
                             "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
                             "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
     case KEY_UNLOCK:

@@ -170,6 +170,9 @@ static const char *const migrations[] = {
     "  response_status INTEGER, latency_ms BIGINT NOT NULL, error TEXT, next_attempt_at BIGINT,"
     "  outcome TEXT NOT NULL, created_at BIGINT NOT NULL);"
     "CREATE INDEX webhook_attempts_page ON webhook_attempts (endpoint_id, created_at, id);",
+    /* 7: a stored answer that is word for word an event's data (a payment's 201) names that
+     * event instead of holding a second copy; a replay reads the body from it */
+    "ALTER TABLE idempotency_keys ADD COLUMN response_event BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

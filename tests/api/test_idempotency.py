@@ -39,6 +39,33 @@ def test_replay_is_byte_identical(alice):
     assert balance(alice, acct) == 1000
 
 
+@pytest.mark.parametrize("events", [True, False])
+def test_an_answer_an_event_holds_is_stored_once(fresh_server, events):
+    """A payment's 201 is its payment.succeeded event's data word for word: the key names the
+    event instead of keeping a copy, and the replay is still byte-identical. Without events
+    (or with events kept for less than a key), the key keeps the body itself."""
+    server = fresh_server([] if events else ["--events", "false"])
+    user = server.create_user("stored-once")
+    acct = user.create_account()
+    k = key()
+    first = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert first.status == 201, first
+    quoted = k.replace("'", "''")
+    event = server.sql(f"SELECT COALESCE(response_event, 0) FROM idempotency_keys "
+                       f"WHERE idem_key = '{quoted}'")
+    body_len = server.sql(f"SELECT COALESCE(LENGTH(response_body), -1) FROM idempotency_keys "
+                          f"WHERE idem_key = '{quoted}'")
+    if events:
+        assert event != 0 and body_len == -1, (event, body_len)
+        data = server.sql(f"SELECT data FROM events WHERE id = {event}")
+        assert data.encode() == first.raw
+    else:
+        assert event == 0 and body_len == len(first.raw), (event, body_len)
+    again = user.post("/v1/payments", payment_body(acct), idem=k)
+    assert again.status == 201 and again.raw == first.raw
+    assert again.header("idempotent-replayed") == "true"
+
+
 def test_declines_are_replayed_too(alice):
     acct = alice.create_account()
     k = key()
