@@ -322,13 +322,12 @@ bool idem_claim_or_reply(request *req)
     db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__)
 
 /* The answer is stored with the key. When an event of the same job recorded this very body as
- * its data (a payment's 201), the key names that event instead of keeping a second copy, as
- * long as events are kept at least as long as keys; a replay reads the body from the event. */
+ * its data (a payment's 201), the key names that event instead of keeping a second copy
+ * (app_answers_by_event says when that is safe); a replay reads the body from the event. */
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
-    const app *a = req->app;
-    uint64_t event = a->cfg.event_retention_ms >= a->cfg.idempotency_ttl_ms ? req->resp_event : 0;
+    uint64_t event = app_answers_by_event(req->app) ? req->resp_event : 0;
     return FENCED_WRITE(db,
                         "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
                         "response_status = $3, response_location = $4, response_body = $5, "

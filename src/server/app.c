@@ -13,6 +13,12 @@ bool app_ids_ready(const app *a)
     return !a->lease || lease_held(a->lease);
 }
 
+bool app_answers_by_event(const app *a)
+{
+    return a->cfg.event_retention_ms >= a->cfg.idempotency_ttl_ms &&
+           lease_fleet_reads_event_answers(a->lease);
+}
+
 uint64_t app_next_id(app *a)
 {
     uint64_t id;

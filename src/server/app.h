@@ -40,6 +40,9 @@ typedef struct app {
 
 /* Whether this node holds its node id, so it can issue ids (and so write). */
 bool app_ids_ready(const app *a);
+/* Whether an idempotent answer may be stored as a reference to the event holding it: events
+ * outlive keys, and no node of an older release, which would replay it empty, is live. */
+bool app_answers_by_event(const app *a);
 /* A new Snowflake id; aborts only if the clock went back further than the generator can absorb. */
 uint64_t app_next_id(app *a);
 

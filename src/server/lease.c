@@ -32,6 +32,8 @@ struct node_lease {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stopping;
+    /* every live lease is held by a release that reads answers stored by event reference */
+    atomic_bool fleet_reads_event_answers;
 };
 
 typedef struct lease_job {
@@ -42,26 +44,47 @@ typedef struct lease_job {
     int64_t other_until;
 } lease_job;
 
+/* Whether a node of an older release still holds a live lease: such a node would replay an
+ * answer stored as an event reference (idem.c) with an empty body, so until its lease is gone
+ * this node keeps the bodies. Every lease this release writes says it reads them. */
+static int check_fleet(db_conn *db, node_lease *l, int64_t now)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT COUNT(*) FROM node_leases WHERE expires_at >= $1 "
+                           "AND answers_by_event = 0",
+                           "i", now);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW)
+        atomic_store(&l->fleet_reads_event_answers, db_int(st, 0) == 0);
+    db_done(st);
+    return rc == DB_ROW ? 0 : rc;
+}
+
 static int take_id(db_conn *db, lease_job *j, int id)
 {
     node_lease *l = j->l;
     db_status rc = db_exec(db,
-                           "INSERT INTO node_leases (node_id, holder, acquired_at, expires_at) "
-                           "VALUES ($1, $2, $3, $4) ON CONFLICT (node_id) DO NOTHING",
+                           "INSERT INTO node_leases (node_id, holder, acquired_at, expires_at, "
+                           "answers_by_event) VALUES ($1, $2, $3, $4, 1) "
+                           "ON CONFLICT (node_id) DO NOTHING",
                            "isii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000);
     if (rc != DB_DONE)
         return rc;
-    if (db_changes(db) == 1)
-        return 1;
-    rc = db_exec(db,
-                 "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = $4 "
-                 "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
-                 "($5 = 1 AND holder LIKE 'serve:%'))",
-                 "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
-                 (int64_t)l->sole_serve);
-    if (rc != DB_DONE)
-        return rc;
-    return db_changes(db) == 1 ? 1 : 0;
+    if (db_changes(db) != 1) {
+        rc = db_exec(db,
+                     "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = $4, "
+                     "answers_by_event = 1 "
+                     "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
+                     "($5 = 1 AND holder LIKE 'serve:%'))",
+                     "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
+                     (int64_t)l->sole_serve);
+        if (rc != DB_DONE)
+            return rc;
+        if (db_changes(db) != 1)
+            return 0;
+    }
+    rc = check_fleet(db, l, j->now);
+    return rc == 0 ? 1 : rc;
 }
 
 static int acquire_job(db_conn *db, void *arg)
@@ -180,6 +203,11 @@ int lease_node_id(const node_lease *l)
     return atomic_load(&l->node_id);
 }
 
+bool lease_fleet_reads_event_answers(node_lease *l)
+{
+    return l && atomic_load(&l->fleet_reads_event_answers);
+}
+
 bool lease_held(const node_lease *l)
 {
     return atomic_load(&l->node_id) >= 0;
@@ -220,13 +248,13 @@ static int renew_job_run(db_conn *db, void *arg)
     renew_job *j = arg;
     db_status rc =
         db_exec(db,
-                "UPDATE node_leases SET expires_at = $3 WHERE node_id = $1 "
-                "AND holder = $2",
+                "UPDATE node_leases SET expires_at = $3, answers_by_event = 1 "
+                "WHERE node_id = $1 AND holder = $2",
                 "isi", (int64_t)j->l->node_id, j->l->holder, j->now + LEASE_TTL_MS * 1000);
     if (rc != DB_DONE)
         return rc;
     if (db_changes(db) == 1)
-        return 0;
+        return check_fleet(db, j->l, j->now);
     /* our row is gone or another's: take it back only if it is free (expired or absent) */
     lease_job take = {.l = j->l, .requested = j->l->node_id, .now = j->now};
     int t = take_id(db, &take, j->l->node_id);

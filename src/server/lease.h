@@ -35,6 +35,9 @@ node_lease *lease_acquire(store *s, int requested, id_generator *gen, lease_role
                           size_t errlen);
 int lease_node_id(const node_lease *l); /* -1 while not held */
 bool lease_held(const node_lease *l);
+/* Whether every live node id lease is held by a release that reads an idempotent answer stored
+ * as a reference to its event: seen when the lease is taken and at each renewal. */
+bool lease_fleet_reads_event_answers(node_lease *l);
 /* Renews in the background until lease_release; a lease lost to another holder ends the
  * process (exit 1), since every id issued after would be another node's. */
 void lease_start_renewal(node_lease *l);

@@ -172,7 +172,9 @@ static const char *const migrations[] = {
     "CREATE INDEX webhook_attempts_page ON webhook_attempts (endpoint_id, created_at, id);",
     /* 7: a stored answer that is word for word an event's data (a payment's 201) names that
      * event instead of holding a second copy; a replay reads the body from it */
-    "ALTER TABLE idempotency_keys ADD COLUMN response_event BIGINT;",
+    "ALTER TABLE idempotency_keys ADD COLUMN response_event BIGINT;"
+    /* …which a node of an older release would replay empty: leases say who reads them */
+    "ALTER TABLE node_leases ADD COLUMN answers_by_event INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

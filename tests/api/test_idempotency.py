@@ -66,6 +66,45 @@ def test_an_answer_an_event_holds_is_stored_once(fresh_server, events):
     assert again.header("idempotent-replayed") == "true"
 
 
+def test_answers_keep_their_body_while_an_older_node_is_live(fresh_server):
+    """A node of an older release reads only the stored body, so while one holds a live lease
+    (its lease row does not say answers_by_event) answers keep their bodies; once it is gone
+    they name their events again. Renewals look every 3 s."""
+    server = fresh_server([])
+    user = server.create_user("mixed-fleet")
+    acct = user.create_account()
+
+    def execute(statement):
+        if server.pg_database:
+            import pg
+            pg.cluster().psql(statement, server.pg_database)
+        else:
+            import sqlite3
+            with sqlite3.connect(server.db) as c:
+                c.execute(statement)
+
+    def pay_and_look():
+        k = key()
+        r = user.post("/v1/payments", payment_body(acct), idem=k)
+        assert r.status == 201, r
+        return server.sql(f"SELECT COALESCE(response_event, 0) FROM idempotency_keys "
+                          f"WHERE idem_key = '{k}'")
+
+    assert pay_and_look() != 0
+    far = int(time.time() * 1e6) + 3600 * 10**6
+    execute("INSERT INTO node_leases (node_id, holder, acquired_at, expires_at) "
+            f"VALUES (900, 'serve:older-release', 0, {far})")
+    deadline = time.time() + 10
+    while pay_and_look() != 0:
+        assert time.time() < deadline, "answers still name events with an older node live"
+        time.sleep(0.5)
+    execute("DELETE FROM node_leases WHERE node_id = 900")
+    deadline = time.time() + 10
+    while pay_and_look() == 0:
+        assert time.time() < deadline, "answers kept their bodies after the older node left"
+        time.sleep(0.5)
+
+
 def test_declines_are_replayed_too(alice):
     acct = alice.create_account()
     k = key()
