@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
-#include "http/server.h"
+#include "server/pipeline.h"
 #include "idem/idem.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"

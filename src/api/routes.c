@@ -1,5 +1,5 @@
 /* The route table: every endpoint of the contract, as data. Flags decide auth, threading,
- * idempotency and body parsing in one place (http/server.c); handlers never repeat them. */
+ * idempotency and body parsing in one place (server/pipeline.c); handlers never repeat them. */
 #include "api/dashboard.h"
 #include "api/handlers.h"
 #include "api/stats.h"

@@ -26,7 +26,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "http/route.h"
-#include "http/server.h"
+#include "server/pipeline.h"
 #include "idem/idem_internal.h"
 #include "processor/processor.h"
 #include "server/app.h"

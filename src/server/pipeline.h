@@ -1,5 +1,5 @@
-#ifndef PAYD_HTTP_SERVER_H
-#define PAYD_HTTP_SERVER_H
+#ifndef PAYD_SERVER_PIPELINE_H
+#define PAYD_SERVER_PIPELINE_H
 /* The HTTP front: libmicrohttpd with an epoll thread pool, the request pipeline
  * (route → auth → rate limit → body checks → idempotency → handler) and the access log. */
 #include "http/request.h"

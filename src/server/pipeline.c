@@ -1,4 +1,4 @@
-#include "http/server.h"
+#include "server/pipeline.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
