@@ -738,10 +738,9 @@ int db_exec_checked(db_conn *c, int64_t expect_changes, int fail_code, const cha
 
 db_status db_flush(db_conn *c)
 {
-    if (c->kind != DB_POSTGRES || (c->deferred_count == 0 && !c->begin_pending))
+    /* a pending BEGIN alone can wait for a statement */
+    if (c->kind != DB_POSTGRES || c->deferred_count == 0)
         return DB_DONE;
-    if (c->deferred_count == 0)
-        return DB_DONE; /* a BEGIN alone can wait for a statement */
     return pg_pipeline(c, NULL, 0, NULL);
 }
 

@@ -85,23 +85,21 @@ typedef struct held_adds {
 } held_adds;
 static _Thread_local held_adds held;
 
-static db_status apply_add(db_conn *db, const store_add *a)
+/* The addition as a statement; its parameters go to values[0..STORE_ADD_VALUES). */
+static db_command add_command(const store_add *a, db_value *values)
 {
-    db_value v[STORE_ADD_VALUES];
     for (int i = 0; i < a->count; i++)
-        v[i] = (db_value){.type = 'i', .i = a->value[i]};
-    db_stmt *st = db_query_values(db, a->sql, v, a->count);
-    if (!st)
-        return DB_ERROR;
-    db_status rc = db_step(st);
-    db_done(st);
-    return rc == DB_ROW ? DB_DONE : rc;
+        values[i] = (db_value){.type = 'i', .i = a->value[i]};
+    return (db_command){.sql = a->sql, .params = values, .count = a->count};
 }
 
 db_status store_add_at_commit(db_conn *db, const store_add *add)
 {
-    if (!held.active)
-        return apply_add(db, add);
+    if (!held.active) {
+        db_value values[STORE_ADD_VALUES];
+        db_command cmd = add_command(add, values);
+        return db_exec_all(db, &cmd, 1);
+    }
     if (held.count == held.cap) {
         held.cap = held.cap ? held.cap * 2 : 64;
         held.items = realloc(held.items, (size_t)held.cap * sizeof *held.items);
@@ -146,13 +144,8 @@ static db_status commit_with_held_adds(db_conn *db)
     }
     db_value *values = calloc((size_t)rows * STORE_ADD_VALUES + 1, sizeof *values);
     db_command *cmds = calloc((size_t)rows + 1, sizeof *cmds);
-    for (int r = 0; r < rows; r++) {
-        const store_add *a = &held.items[r];
-        for (int v = 0; v < a->count; v++)
-            values[r * STORE_ADD_VALUES + v] = (db_value){.type = 'i', .i = a->value[v]};
-        cmds[r] =
-            (db_command){.sql = a->sql, .params = &values[r * STORE_ADD_VALUES], .count = a->count};
-    }
+    for (int r = 0; r < rows; r++)
+        cmds[r] = add_command(&held.items[r], &values[r * STORE_ADD_VALUES]);
     cmds[rows] = (db_command){.sql = "COMMIT"};
     db_status rc = db_exec_all(db, cmds, rows + 1);
     free(cmds);
