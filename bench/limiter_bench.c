@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "core/gcra.h"
-#include "server/app.h"
+#include "node/app.h"
 #include "server/limits.h"
 
 #define ITERATIONS 2000000L

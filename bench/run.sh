@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # payd benchmarks: starts payd itself (fresh SQLite databases in a temp dir, free ports), drives
 # it with wrk and a few Python helpers, and rewrites the generated section of bench/RESULTS.md.
+# payd runs with its access log on, as in production (its JSON lines go to a file in the temp dir).
 # It also starts a throwaway nginx answering a static 200 and measures it the same way: every
 # throughput figure is reported as a ratio to that nginx figure from the same run.
 #
@@ -49,6 +50,8 @@ trap cleanup EXIT
 cp "$SRC_BIN" "$WORK/payd"
 PAYD=$WORK/payd
 H=(python3 "$BENCH/helper.py")
+# shellcheck source=bench/nginx_static.sh
+. "$BENCH/nginx_static.sh"
 RESULTS=$WORK/results.jsonl
 : >"$RESULTS"
 BENCH_NONCE=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
@@ -57,15 +60,17 @@ COMMANDS=$WORK/commands.txt
 echo "# run from the repository root; every command sees BENCH_API_KEY (the bench user's key," \
   "never written down) and BENCH_NONCE (a random per-run prefix for Idempotency-Keys)" >"$COMMANDS"
 
-# Remembers a command for RESULTS.md, with the temp dir written as $WORK. A file, not an array:
-# commands also run inside $(...) subshells. The API key is never part of a command line.
-remember() {
+# A command as one shell line for RESULTS.md, with the temp dir written as $WORK.
+quoted() {
   local shown
   shown=$(printf '%q ' "$@")
   shown=${shown% }
   shown=${shown//$WORK/\$WORK}
-  echo "${shown//$ROOT\//}" >>"$COMMANDS"
+  echo "${shown//$ROOT\//}"
 }
+# Remembers a command for RESULTS.md. A file, not an array: commands also run inside $(...)
+# subshells. The API key is never part of a command line.
+remember() { quoted "$@" >>"$COMMANDS"; }
 # Runs a command (environment assignments in front are allowed) and remembers it.
 run() {
   remember "$@"
@@ -82,9 +87,10 @@ start_payd() { # db name [serve flags...]
   local db=$1 name=$2
   shift 2
   PORT=$("${H[@]}" free-port)
-  remember "$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db" --access-log=false "$@"
-  "$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db" --access-log=false "$@" \
-    2>"$WORK/$name.log" &
+  # the access log on, as in production: its JSON lines go to stderr, here a file
+  local cmd=("$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db" --access-log=true "$@")
+  echo "$(quoted "${cmd[@]}") 2>$(quoted "$WORK/$name.log")" >>"$COMMANDS"
+  "${cmd[@]}" 2>"$WORK/$name.log" &
   PAYD_PID=$!
   SERVER_PIDS=$PAYD_PID
   "${H[@]}" wait-ready "$PORT" 15
@@ -99,35 +105,13 @@ stop_payd() {
 # ---- nginx, the yardstick: a throwaway instance whose files all live in $WORK/nginx ----
 
 start_nginx() {
-  local dir=$WORK/nginx user=""
-  mkdir -p "$dir"
+  local dir=$WORK/nginx
   NGINX_PORT=$("${H[@]}" free-port)
-  # run as root, nginx's workers drop to an unprivileged user; otherwise they keep ours
-  [ "$(id -u)" -ne 0 ] || user="user nobody nogroup;"
-  cat >"$dir/nginx.conf" <<EOF
-daemon off;
-$user
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $dir/body;
-  proxy_temp_path $dir/proxy;
-  fastcgi_temp_path $dir/fastcgi;
-  uwsgi_temp_path $dir/uwsgi;
-  scgi_temp_path $dir/scgi;
-  # wrk keeps its connections for the whole run: never close them for their request count
-  keepalive_requests 100000000;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    location / { default_type text/plain; return 200 "ok\n"; }
-  }
-}
-EOF
-  echo "# \$WORK/nginx/nginx.conf is the one start_nginx in bench/run.sh writes" >>"$COMMANDS"
+  write_nginx_static_conf "$dir" "$NGINX_PORT"
+  echo "# \$WORK/nginx/nginx.conf is the one write_nginx_static_conf in bench/nginx_static.sh writes" \
+    >>"$COMMANDS"
   remember "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+  # shellcheck disable=SC2094 # nginx only writes the file -e names
   "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log" &
   NGINX_PID=$!
   "${H[@]}" wait-ready "$NGINX_PORT" 15 || { cat "$dir/error.log" >&2; exit 1; }
@@ -318,7 +302,7 @@ tmpfs = sh("df", "-T", os.environ.get("TMPDIR", "/tmp")).splitlines()[-1].split(
 meta = {"name": "meta", "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "nproc": os.cpu_count(), "cpu": cpu, "mem": f"{int(mem) / 1048576:.0f} GiB RAM",
         "kernel": platform.release(), "payd": os.path.relpath(binary, root),
-        "git": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes" if sh("git", "status", "--porcelain") else ""),
+        "git": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes" if sh("git", "status", "--porcelain", "--", ".", ":!bench/RESULTS.md") else ""),
         "wrk": wrk[0].split()[1] if wrk else "?", "tmpfs": tmpfs, "total_s": int(total),
         "load": load,
         "commands": commands}

@@ -11,7 +11,8 @@ test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;
-  bench) wanted=("${build[@]}" wrk nginx-light) ;;
+  # libh2o-evloop-dev: the second HTTP library bench/library_ceiling.sh measures
+  bench) wanted=("${build[@]}" wrk nginx-light libh2o-evloop-dev) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 missing=()

@@ -8,22 +8,25 @@
 
 #include "api/api_keys.h"
 #include "api/common.h"
+#include "api/handlers.h"
+#include "api/routes.h"
 #include "core/ids.h"
+#include "core/jsonw.h"
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
-#include "server/pipeline.h"
 #include "idem/idem.h"
+#include "node/app.h"
+#include "node/auth.h"
+#include "node/fault.h"
+#include "node/lease.h"
+#include "node/limits_redis.h"
+#include "node/metrics.h"
+#include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"
-#include "server/app.h"
-#include "server/limits_redis.h"
-#include "server/signals.h"
-#include "server/auth.h"
 #include "server/dev.h"
-#include "server/fault.h"
-#include "server/lease.h"
-#include "server/metrics.h"
+#include "server/pipeline.h"
 #include "webhook/delivery.h"
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
@@ -44,6 +47,7 @@ static void usage(FILE *out)
         "  processor-sim [--listen HOST:PORT] [fault flags]   the external processor simulator\n"
         "  dev seed --account ACCOUNT_ID --count N --db URL   bulk payments for benchmarks\n"
         "  dev store-bench --db PATH [--threads T] [--jobs N] [--max-batch B]   the store alone\n"
+        "  dev routes --json                            the route table, bodies and queries\n"
         "  --version                                    print the version and git revision\n\n"
         "--db takes a path, sqlite:PATH or postgres://...; default ./payd.db or $PAYD_DB.\n");
 }
@@ -73,6 +77,23 @@ static store *open_store(int argc, char **argv)
     if (!s)
         fprintf(stderr, "payd: %s\n", err);
     return s;
+}
+
+/* A row as the API shows it (its resource's writer), as text to free. */
+static char *row_text(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
+{
+    jsonw w;
+    jw_init(&w);
+    write_row(st, &w);
+    return jw_take(&w, NULL);
+}
+
+/* The same, printed on a line of its own. */
+static void print_row(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
+{
+    char *text = row_text(write_row, st);
+    puts(text);
+    free(text);
 }
 
 static void print_json(json_t *j)
@@ -109,7 +130,7 @@ static int insert_user(db_conn *db, void *arg)
                    "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
                    "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
                    u->now) == DB_DONE &&
-                   api_key_insert(db, u->key) == DB_DONE
+                   api_key_store(db, u->key) == DB_DONE
                ? 0
                : -1;
 }
@@ -182,29 +203,37 @@ static int cmd_user_create(int argc, char **argv)
     return 0;
 }
 
+static bool user_exists(db_conn *db, uint64_t user)
+{
+    db_stmt *st = db_query(db, "SELECT 1 FROM users WHERE id = $1", "i", (int64_t)user);
+    bool found = db_step(st) == DB_ROW;
+    db_done(st);
+    return found;
+}
+
 typedef struct new_account {
     uint64_t id, user;
     char currency[4];
     const char *name;
     int64_t now;
     bool user_found;
+    char *printed; /* the account as the API shows it */
 } new_account;
 
 static int insert_account(db_conn *db, void *arg)
 {
     new_account *a = arg;
-    db_stmt *st = db_query(db, "SELECT 1 FROM users WHERE id = $1", "i", (int64_t)a->user);
-    a->user_found = db_step(st) == DB_ROW;
-    db_done(st);
+    a->user_found = user_exists(db, a->user);
     if (!a->user_found)
         return -1;
-    return db_exec(db,
-                   "INSERT INTO accounts (id, user_id, currency, name, balance, version, "
-                   "created_at, updated_at) VALUES ($1, $2, $3, $4, 0, 1, $5, $5)",
-                   "iissi", (int64_t)a->id, (int64_t)a->user, a->currency, a->name,
-                   a->now) == DB_DONE
-               ? 0
-               : -1;
+    db_stmt *st = account_insert(db, a->id, a->user, a->currency, a->name, a->now);
+    bool inserted = db_step(st) == DB_ROW;
+    if (inserted) {
+        free(a->printed); /* a job may run again after a conflict */
+        a->printed = row_text(account_resource.write_row, st);
+    }
+    db_done(st);
+    return inserted ? 0 : -1;
 }
 
 static int cmd_account_create(int argc, char **argv)
@@ -212,7 +241,7 @@ static int cmd_account_create(int argc, char **argv)
     const char *user = flag(argc, argv, "--user"), *currency = flag(argc, argv, "--currency");
     new_account a = {.name = flag(argc, argv, "--name")};
     if (!user || !currency || id_parse(user, "usr", &a.user) != 0 ||
-        !normalize_currency(currency, a.currency)) {
+        !currency_normalize(currency, a.currency)) {
         fprintf(stderr, "usage: payd account create --user usr_... --currency USD [--name N] "
                         "--db URL\n");
         return 2;
@@ -229,14 +258,13 @@ static int cmd_account_create(int argc, char **argv)
     int rc = store_write(s, insert_account, &a);
     cli_close(s);
     if (rc != 0) {
+        free(a.printed);
         fprintf(stderr, "payd: %s\n",
                 a.user_found ? "could not create the account" : "no such user");
         return 1;
     }
-    print_json(json_pack("{s:o, s:s, s:s, s:o, s:i, s:i, s:o}", "id", json_id("acct", a.id),
-                         "object", "account", "currency", a.currency, "name",
-                         json_string_or_null(a.name), "balance", 0, "version", 1, "created_at",
-                         json_time(a.now)));
+    puts(a.printed);
+    free(a.printed);
     return 0;
 }
 
@@ -263,14 +291,6 @@ static int cmd_id_decode(int argc, char **argv)
 
 /* ---- key: several API keys per user (§13) ---- */
 
-static bool user_exists(db_conn *db, uint64_t user)
-{
-    db_stmt *st = db_query(db, "SELECT 1 FROM users WHERE id = $1", "i", (int64_t)user);
-    bool found = db_step(st) == DB_ROW;
-    db_done(st);
-    return found;
-}
-
 typedef struct key_job {
     new_api_key *key;
     bool user_found;
@@ -282,7 +302,7 @@ static int insert_key_for_user(db_conn *db, void *arg)
     job->user_found = user_exists(db, job->key->user);
     if (!job->user_found)
         return -1;
-    return api_key_insert(db, job->key) == DB_DONE ? 0 : -1;
+    return api_key_store(db, job->key) == DB_DONE ? 0 : -1;
 }
 
 /* The --user flag as a user id; false when it is missing or not a usr_ id. */
@@ -344,7 +364,7 @@ static int cmd_key_list(int argc, char **argv)
                                "ORDER BY created_at, id",
                                "i", (int64_t)user);
         while (db_step(st) == DB_ROW)
-            print_json(api_key_json(st));
+            print_row(write_api_key_row, st);
         db_done(st);
         rc = 0;
     }
@@ -354,7 +374,7 @@ static int cmd_key_list(int argc, char **argv)
 
 typedef struct revoke_job {
     uint64_t key_id;
-    json_t *key;
+    char *key; /* the key after the job, as the API shows it; NULL: no such key */
 } revoke_job;
 
 static int revoke_any_key(db_conn *db, void *arg)
@@ -363,8 +383,8 @@ static int revoke_any_key(db_conn *db, void *arg)
     db_stmt *st = api_key_revoke(db, job->key_id, 0, now_us());
     if (!st)
         return -1;
-    json_decref(job->key);
-    job->key = db_step(st) == DB_ROW ? api_key_json(st) : NULL;
+    free(job->key); /* a job may run again after a conflict */
+    job->key = db_step(st) == DB_ROW ? row_text(write_api_key_row, st) : NULL;
     db_done(st);
     return 0;
 }
@@ -382,11 +402,12 @@ static int cmd_key_revoke(int argc, char **argv)
     int rc = store_write(s, revoke_any_key, &job);
     store_close(s);
     if (rc != 0 || !job.key) {
-        json_decref(job.key);
+        free(job.key);
         fprintf(stderr, "payd: %s\n", rc != 0 ? "could not revoke the key" : "no such key");
         return 1;
     }
-    print_json(job.key);
+    puts(job.key);
+    free(job.key);
     return 0;
 }
 
@@ -493,11 +514,17 @@ static int cmd_serve(int argc, char **argv)
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     fault_arm();
-    if (http_server_start(&a, err, sizeof err) != 0) {
+    if (pipeline_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
     }
-    idem_recovery_start(&a);
+    /* the recoverer runs keys left in doubt through the route table and the pipeline's
+     * handler step, handed down to it: idem/ sits below both */
+    idem_recovery_hooks recovery_hooks = {.routes = payd_routes,
+                                          .route_count = payd_route_count,
+                                          .run_step = run_step,
+                                          .request_free = request_free};
+    idem_recovery_start(&a, &recovery_hooks);
     if (webhook_worker_start(&a) != 0) {
         fprintf(stderr, "payd: cannot start the webhook delivery worker\n");
         return 1;
@@ -519,7 +546,7 @@ static int cmd_serve(int argc, char **argv)
     jw_key(&line, "signal");
     jw_int(&line, sig);
     log_end(&line);
-    http_server_stop(&a);
+    pipeline_stop(&a);
     idem_recovery_stop();
     webhook_worker_stop();
     lease_release(lease);
@@ -565,6 +592,8 @@ int main(int argc, char **argv)
         return dev_seed_main(argc - 3, argv + 3);
     if (!strcmp(cmd, "dev") && !strcmp(sub, "store-bench"))
         return dev_store_bench_main(argc - 3, argv + 3);
+    if (!strcmp(cmd, "dev") && !strcmp(sub, "routes"))
+        return dev_routes_main(argc - 3, argv + 3);
     if (!strcmp(cmd, "key"))
         return cmd_key(argc - 2, argv + 2);
     /* Name what was not understood: the command, or the command's sub-command. */

@@ -13,84 +13,82 @@
 
 #define ACCOUNT_COLUMNS "id, currency, name, balance, version, created_at"
 
-json_t *account_json(db_stmt *st)
+static void write_account_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:s, s:o, s:I, s:I, s:o}", "id",
-                     json_id("acct", (uint64_t)db_int(st, 0)), "object", "account", "currency",
-                     db_text(st, 1), "name", json_string_or_null(db_text(st, 2)), "balance",
-                     (json_int_t)db_int(st, 3), "version", (json_int_t)db_int(st, 4), "created_at",
-                     json_time(db_int(st, 5)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "acct", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "account");
+    jw_member_string(w, "currency", db_text(st, 1));
+    jw_member_string(w, "name", db_text(st, 2));
+    jw_member_int(w, "balance", db_int(st, 3));
+    jw_member_int(w, "version", db_int(st, 4));
+    jw_member_time(w, "created_at", db_int(st, 5));
+    jw_object_end(w);
 }
+
+const resource account_resource = {
+    .noun = "account",
+    RESOURCE_TABLE("accounts", ACCOUNT_COLUMNS, "user_id"),
+    .id_prefix = "acct",
+    .path = "/v1/accounts/",
+    .version_index = 4,
+    .write_row = write_account_row,
+};
+
+/* POST /v1/accounts (§3) */
+typedef struct account_input {
+    char currency[4];
+    const char *name;
+} account_input;
+
+static const field account_fields[] = {
+    CURRENCY_FIELD(account_input, currency),
+    {.name = "name", .kind = KIND_STRING, IN(account_input, name), .max = 100},
+};
+const schema accounts_create_body = SCHEMA(account_input, account_fields);
 
 typedef struct new_account {
     request *req;
+    const account_input *in;
     uint64_t id;
-    char currency[4];
-    const char *name;
     int64_t now;
 } new_account;
+
+db_stmt *account_insert(db_conn *db, uint64_t id, uint64_t user, const char *currency,
+                        const char *name, int64_t now)
+{
+    return db_query(db,
+                    "INSERT INTO accounts (id, user_id, currency, name, balance, version, "
+                    "created_at, updated_at) VALUES ($1, $2, $3, $4, 0, 1, $5, $5) "
+                    "RETURNING " ACCOUNT_COLUMNS,
+                    "iissi", (int64_t)id, (int64_t)user, currency, name, now);
+}
 
 static int insert_account(db_conn *db, void *arg)
 {
     new_account *n = arg;
-    if (db_exec(db,
-                "INSERT INTO accounts (id, user_id, currency, name, balance, version, created_at, "
-                "updated_at) VALUES ($1, $2, $3, $4, 0, 1, $5, $5)",
-                "iissi", (int64_t)n->id, (int64_t)n->req->user.id, n->currency, n->name,
-                n->now) != DB_DONE)
-        return -1;
-    json_t *body =
-        json_pack("{s:o, s:s, s:s, s:o, s:i, s:i, s:o}", "id", json_id("acct", n->id), "object",
-                  "account", "currency", n->currency, "name", json_string_or_null(n->name),
-                  "balance", 0, "version", 1, "created_at", json_time(n->now));
-    char location[64];
-    snprintf(location, sizeof location, "/v1/accounts/%s",
-             json_string_value(json_object_get(body, "id")));
-    reply_header(n->req, "Location", location);
-    reply_header(n->req, "ETag", "\"v1\"");
-    reply_json(n->req, 201, body);
+    request *req = n->req;
+    db_status rc = resource_created(
+        req, &account_resource,
+        account_insert(db, n->id, req->user.id, n->in->currency, n->in->name, n->now), NULL);
+    if (rc != DB_DONE)
+        return rc;
     /* §15: the event commits with the account */
-    return event_record_reply(db, n->req, "account.created", NULL);
+    return event_record_reply(db, req, "account.created", NULL);
 }
 
-void accounts_create(request *req)
+step_result accounts_create(request *req, void *prepared)
 {
-    static const body_field fields[] = {
-        {"currency", FIELD_STRING, true, 3, 3},
-        {"name", FIELD_STRING, false, 0, 100},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    new_account n = {.req = req, .name = body_string(req, "name")};
-    if (!normalize_currency(body_string(req, "currency"), n.currency)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
-        return;
-    }
-    n.id = app_next_id(req->app);
-    n.now = created_at_of(n.id);
-    write_result w = commit_response(req, insert_account, &n);
-    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
-        reply_error(req, ERR_INTERNAL, "the account could not be stored");
+    (void)prepared;
+    new_account *n = arena_alloc(&req->arena, sizeof *n);
+    *n = (new_account){.req = req, .in = req->input};
+    new_row_id(req, &n->id, &n->now);
+    return resource_commit_then_answer(req, insert_account, n, "account", NULL);
 }
 
 void accounts_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "acct", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st =
-        db_query(db, "SELECT " ACCOUNT_COLUMNS " FROM accounts WHERE id = $1 AND user_id = $2",
-                 "ii", (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW) {
-        if (!etag_not_modified_or_set(req, db_int(st, 4)))
-            reply_json(req, 200, account_json(st));
-    } else {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such account");
-    }
-    db_done(st);
+    resource_get(req, &account_resource);
 }
 
 static const list_query accounts_list_query = {
@@ -99,7 +97,7 @@ static const list_query accounts_list_query = {
     .parent_column = "user_id",
     .created_index = 5,
     .id_index = 0,
-    .to_json = account_json,
+    .write_row = write_account_row,
 };
 
 void accounts_list(request *req)

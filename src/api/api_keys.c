@@ -12,7 +12,7 @@
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/timefmt.h"
-#include "server/auth.h"
+#include "node/auth.h"
 
 void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *name,
                       int64_t created_at)
@@ -26,13 +26,21 @@ void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *na
     snprintf(k->prefix, sizeof k->prefix, "%.*s", API_KEY_PREFIX_LEN, k->key);
 }
 
-db_status api_key_insert(db_conn *db, const new_api_key *k)
+db_stmt *api_key_insert(db_conn *db, const new_api_key *k)
 {
-    return db_exec(db,
-                   "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at) "
-                   "VALUES ($1, $2, $3, $4, $5, 'active', $6)",
-                   "iisssi", (int64_t)k->id, (int64_t)k->user, k->name, k->hash, k->prefix,
-                   k->created_at);
+    return db_query(
+        db,
+        "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at) "
+        "VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING " API_KEY_COLUMNS,
+        "iisssi", (int64_t)k->id, (int64_t)k->user, k->name, k->hash, k->prefix, k->created_at);
+}
+
+db_status api_key_store(db_conn *db, const new_api_key *k)
+{
+    db_stmt *st = api_key_insert(db, k);
+    db_status rc = db_step(st);
+    db_done(st);
+    return rc == DB_ROW ? DB_DONE : rc == DB_DONE ? DB_ERROR : rc;
 }
 
 db_stmt *api_key_revoke(db_conn *db, uint64_t key_id, uint64_t user, int64_t now)
@@ -48,17 +56,33 @@ db_stmt *api_key_revoke(db_conn *db, uint64_t key_id, uint64_t user, int64_t now
                     "ii", (int64_t)key_id, (int64_t)user);
 }
 
-json_t *api_key_json(db_stmt *st)
+void write_api_key_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:o, s:o, s:s, s:s, s:o, s:o}", "id",
-                     json_id("key", (uint64_t)db_int(st, 0)), "object", "api_key", "user_id",
-                     json_id("usr", (uint64_t)db_int(st, 1)), "name",
-                     json_string_or_null(db_text(st, 2)), "prefix", db_text(st, 3), "status",
-                     db_text(st, 4), "created_at", json_time(db_int(st, 5)), "revoked_at",
-                     db_is_null(st, 6) ? json_null() : json_time(db_int(st, 6)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "key", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "api_key");
+    jw_member_id(w, "user_id", "usr", (uint64_t)db_int(st, 1));
+    jw_member_string(w, "name", db_text(st, 2));
+    jw_member_string(w, "prefix", db_text(st, 3));
+    jw_member_string(w, "status", db_text(st, 4));
+    jw_member_time(w, "created_at", db_int(st, 5));
+    if (db_is_null(st, 6)) {
+        jw_key(w, "revoked_at");
+        jw_null(w);
+    } else {
+        jw_member_time(w, "revoked_at", db_int(st, 6));
+    }
+    jw_object_end(w);
 }
 
-static const char *const key_statuses[] = {"active", "revoked", NULL};
+/* Keys are listed and revoked, never read one by one: the Location a 201 names answers DELETE. */
+static const resource api_key_resource = {
+    .noun = "API key",
+    RESOURCE_TABLE("api_keys", API_KEY_COLUMNS, "user_id"),
+    .id_prefix = "key",
+    .path = "/v1/api_keys/",
+    .write_row = write_api_key_row,
+};
 
 static const list_query api_keys_list_query = {
     .name = "api_keys",
@@ -67,8 +91,7 @@ static const list_query api_keys_list_query = {
     .created_index = 5,
     .id_index = 0,
     .status_column = "status",
-    .statuses = key_statuses,
-    .to_json = api_key_json,
+    .write_row = write_api_key_row,
 };
 
 void api_keys_list(request *req)
@@ -76,39 +99,55 @@ void api_keys_list(request *req)
     list_page(req, &api_keys_list_query, req->user.id, NULL);
 }
 
+/* POST /v1/api_keys */
+typedef struct api_key_input {
+    const char *name;
+} api_key_input;
+
+static const field api_key_fields[] = {
+    {.name = "name", .kind = KIND_STRING, IN(api_key_input, name), .min = 1, .max = 100},
+};
+const schema api_keys_create_body = SCHEMA(api_key_input, api_key_fields);
+
+typedef struct key_job {
+    request *req;
+    new_api_key key;
+} key_job;
+
 static int insert_key(db_conn *db, void *arg)
 {
-    return api_key_insert(db, arg) == DB_DONE ? 0 : -1;
+    key_job *job = arg;
+    /* the key itself is in this answer, and only here */
+    return resource_created_with(job->req, &api_key_resource, api_key_insert(db, &job->key),
+                                 "api_key", job->key.key);
 }
 
-void api_keys_create(request *req)
+static step_result key_stored(request *req, void *arg)
 {
-    static const body_field fields[] = {
-        {"name", FIELD_STRING, false, 1, 100},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    new_api_key key;
-    uint64_t id = app_next_id(req->app);
-    api_key_generate(&key, id, req->user.id, body_string(req, "name"), created_at_of(id));
-    if (store_write(req->app->store, insert_key, &key) != 0) {
-        reply_error(req, ERR_INTERNAL, "the API key could not be stored");
-        return;
-    }
-    json_t *body =
-        json_pack("{s:o, s:s, s:o, s:o, s:s, s:s, s:o, s:n, s:s}", "id", json_id("key", id),
-                  "object", "api_key", "user_id", json_id("usr", req->user.id), "name",
-                  json_string_or_null(key.name), "prefix", key.prefix, "status", "active",
-                  "created_at", json_time(key.created_at), "revoked_at", "api_key", key.key);
-    reply_header(req, "Cache-Control", "no-store"); /* the key is in this answer, and only here */
-    char id_text[32];
-    snprintf(id_text, sizeof id_text, "%s", json_string_value(json_object_get(body, "id")));
-    reply_created(req, "/v1/api_keys", id_text, body);
+    (void)arg;
+    write_result w = write_result_of(req->write_rc);
+    if (w == WRITE_OK)
+        reply_header(req, "Cache-Control", "no-store");
+    reply_not_stored(req, w, "API key", NULL);
+    return STEP_DONE;
+}
+
+step_result api_keys_create(request *req, void *prepared)
+{
+    (void)prepared;
+    const api_key_input *in = req->input;
+    key_job *job = arena_alloc(&req->arena, sizeof *job);
+    job->req = req;
+    uint64_t id;
+    int64_t created_at;
+    new_row_id(req, &id, &created_at);
+    api_key_generate(&job->key, id, req->user.id, in->name, created_at);
+    return request_write_then(req, insert_key, job, key_stored);
 }
 
 typedef struct revoke_job {
+    request *req;
     uint64_t key_id, user;
-    json_t *key; /* the key after the job; NULL: no such key of this user */
 } revoke_job;
 
 static int revoke_key(db_conn *db, void *arg)
@@ -117,32 +156,34 @@ static int revoke_key(db_conn *db, void *arg)
     db_stmt *st = api_key_revoke(db, job->key_id, job->user, now_us());
     if (!st)
         return -1;
-    json_decref(job->key); /* a job may run again after a conflict */
-    job->key = db_step(st) == DB_ROW ? api_key_json(st) : NULL;
-    db_done(st);
+    resource_answer_get(job->req, &api_key_resource, st);
     return 0;
 }
 
-void api_keys_revoke(request *req)
+static step_result key_revoked(request *req, void *arg)
 {
-    revoke_job job = {.user = req->user.id};
-    if (!path_id_or_reply(req, 0, "key", &job.key_id))
-        return;
-    if (job.key_id == req->user.key_id) {
-        reply_error(req, ERR_API_KEY_IN_USE,
-                    "this request was made with that key; revoke it with another of your keys");
-        return;
-    }
-    if (store_write(req->app->store, revoke_key, &job) != 0) {
-        json_decref(job.key);
+    (void)arg;
+    if (req->write_rc != 0) {
         reply_error(req, ERR_INTERNAL, "the API key could not be revoked");
-        return;
-    }
-    if (!job.key) {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such API key");
-        return;
+        return STEP_DONE;
     }
     /* This node forgets the key at once; the others once their cache entry expires. */
-    auth_cache_clear(req->app->auth);
-    reply_json(req, 200, job.key);
+    if (req->status == 200)
+        auth_cache_clear(req->app->auth);
+    return STEP_DONE;
+}
+
+step_result api_keys_revoke(request *req, void *prepared)
+{
+    (void)prepared;
+    revoke_job *job = arena_alloc(&req->arena, sizeof *job);
+    *job = (revoke_job){.req = req, .user = req->user.id};
+    if (!path_id_or_reply(req, 0, "key", &job->key_id))
+        return STEP_DONE;
+    if (job->key_id == req->user.key_id) {
+        reply_error(req, ERR_API_KEY_IN_USE,
+                    "this request was made with that key; revoke it with another of your keys");
+        return STEP_DONE;
+    }
+    return request_write_then(req, revoke_key, job, key_revoked);
 }

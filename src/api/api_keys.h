@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "core/jsonw.h"
 #include "store/db.h"
 
 /* The prefix kept and listed: "sk_" and 8 characters of the key (48 of its 256 random bits). */
@@ -25,13 +26,15 @@ typedef struct new_api_key {
 /* Makes a fresh key for user (its id and created_at are the caller's) into k. */
 void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *name,
                       int64_t created_at);
+/* INSERT … RETURNING API_KEY_COLUMNS of k (not yet stepped; the caller finishes it). */
+db_stmt *api_key_insert(db_conn *db, const new_api_key *k);
 /* Inserts k; DB_DONE on success. */
-db_status api_key_insert(db_conn *db, const new_api_key *k);
+db_status api_key_store(db_conn *db, const new_api_key *k);
 /* Revokes the user's key (user 0: whoever owns it) at `now`; revoking a revoked key changes
  * nothing. Then selects API_KEY_COLUMNS of that key: the caller steps the statement (no row:
  * no such key of that user) and finishes it with db_done. NULL on a database error. */
 db_stmt *api_key_revoke(db_conn *db, uint64_t key_id, uint64_t user, int64_t now);
 /* A row of API_KEY_COLUMNS as the API shows it: never the key or its hash. */
-json_t *api_key_json(db_stmt *st);
+void write_api_key_row(db_stmt *st, jsonw *w);
 
 #endif

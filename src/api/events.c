@@ -13,12 +13,6 @@
 #include "core/timefmt.h"
 #include "webhook/delivery.h"
 
-const char *const event_types[] = {"account.created",     "payment.succeeded",
-                                   "payment.failed",      "refund.succeeded",
-                                   "order.created",       "order.status_changed",
-                                   "transfer.succeeded",  "transfer.failed",
-                                   "reservation.created", NULL};
-
 /* An endpoint wants an event type when its list (",a,b,") is ",*," or holds ",type,". Written
  * in SQL both databases speak: replace() finds the type without LIKE's wildcards. */
 #define ENDPOINT_WANTS(type_param)                                                                 \
@@ -80,8 +74,9 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
 {
     if (!req->app->cfg.events) /* benchmarks only: the cost of the outbox itself */
         return DB_DONE;
-    uint64_t id = app_next_id(req->app);
-    int64_t created = created_at_of(id);
+    uint64_t id;
+    int64_t created;
+    new_row_id(req, &id, &created);
     db_status rc =
         db_exec_checked(db, -1, 0,
                         "INSERT INTO events (id, user_id, type, data, created_at) "
@@ -108,17 +103,6 @@ int event_record_reply(db_conn *db, request *req, const char *type, const char *
     return rc;
 }
 
-int event_record_json(db_conn *db, request *req, const char *type, json_t *object)
-{
-    char *text = json_dumps(object, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(object);
-    if (!text)
-        return DB_ERROR;
-    int rc = event_record(db, req, type, text);
-    free(text);
-    return rc;
-}
-
 int event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id)
 {
     int rc = succeeded ? event_record_reply(db, req, "payment.succeeded", NULL)
@@ -141,8 +125,10 @@ int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id)
 
 int event_record_order(db_conn *db, request *req, uint64_t order_id)
 {
-    json_t *order = order_read_json(db, order_id);
-    return order ? event_record_json(db, req, "order.status_changed", order) : DB_ERROR;
+    char *order = order_read_text(db, order_id);
+    int rc = order ? event_record(db, req, "order.status_changed", order) : DB_ERROR;
+    free(order);
+    return rc;
 }
 
 /* ---- GET /v1/events, GET /v1/events/{id} ---- */
@@ -154,6 +140,14 @@ static void write_event_row(db_stmt *st, jsonw *w)
     event_document_write(w, (uint64_t)db_int(st, 0), db_text(st, 1), db_text(st, 2), db_int(st, 3));
 }
 
+static const resource event_resource = {
+    .noun = "event",
+    RESOURCE_TABLE("events", EVENT_COLUMNS, "user_id"),
+    .id_prefix = "evt",
+    .path = "/v1/events/",
+    .write_row = write_event_row,
+};
+
 static const list_query events_list_query = {
     .name = "events",
     .select = "SELECT " EVENT_COLUMNS " FROM events",
@@ -161,7 +155,6 @@ static const list_query events_list_query = {
     .created_index = 3,
     .id_index = 0,
     .status_column = "type",
-    .statuses = event_types,
     .status_param = "type",
     .time_column = "created_at",
     .write_row = write_event_row,
@@ -174,22 +167,5 @@ void events_list(request *req)
 
 void events_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "evt", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st =
-        db_query(db, "SELECT " EVENT_COLUMNS " FROM events WHERE id = $1 AND user_id = $2", "ii",
-                 (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW) {
-        jsonw w;
-        jw_init(&w);
-        write_event_row(st, &w);
-        reply_jsonw(req, 200, &w);
-    } else {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such event");
-    }
-    db_done(st);
+    resource_get(req, &event_resource);
 }

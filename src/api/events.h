@@ -10,19 +10,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http/request.h"
+#include "request/request.h"
 #include "store/db.h"
-
-/* The event types of §15, NULL-terminated. */
-extern const char *const event_types[];
 
 /* Records `type` with object_json (the resource right after the change) for the request's user. */
 int event_record(db_conn *db, request *req, const char *type, const char *object_json);
 /* The same with the handler's answer as the object: its body, or the body's `member` (a decline's
  * problem carries its payment). Call it after the job set its answer. */
 int event_record_reply(db_conn *db, request *req, const char *type, const char *member);
-/* The same with a JSON object (taken). */
-int event_record_json(db_conn *db, request *req, const char *type, json_t *object);
 /* payment.succeeded or payment.failed from the payment job's answer, and order.status_changed
  * when the payment paid an order. */
 int event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id);

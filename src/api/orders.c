@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/enums.h"
 #include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
@@ -20,28 +21,45 @@
     "id, external_order_id, amount, currency, status, payment_id, version, created_at, "           \
     "updated_at"
 
-json_t *order_json(db_stmt *st)
+static void write_order_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:s, s:I, s:s, s:s, s:o, s:I, s:o, s:o}", "id",
-                     json_id("ord", (uint64_t)db_int(st, 0)), "object", "order",
-                     "external_order_id", db_text(st, 1), "amount", (json_int_t)db_int(st, 2),
-                     "currency", db_text(st, 3), "status", db_text(st, 4), "payment_id",
-                     db_is_null(st, 5) ? json_null() : json_id("pay", (uint64_t)db_int(st, 5)),
-                     "version", (json_int_t)db_int(st, 6), "created_at", json_time(db_int(st, 7)),
-                     "updated_at", json_time(db_int(st, 8)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "ord", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "order");
+    jw_member_string(w, "external_order_id", db_text(st, 1));
+    jw_member_int(w, "amount", db_int(st, 2));
+    jw_member_string(w, "currency", db_text(st, 3));
+    jw_member_string(w, "status", db_text(st, 4));
+    jw_member_id(w, "payment_id", "pay", (uint64_t)db_int(st, 5)); /* NULL reads as 0: null */
+    jw_member_int(w, "version", db_int(st, 6));
+    jw_member_time(w, "created_at", db_int(st, 7));
+    jw_member_time(w, "updated_at", db_int(st, 8));
+    jw_object_end(w);
 }
 
-json_t *order_read_json(db_conn *db, uint64_t id)
+const resource order_resource = {
+    .noun = "order",
+    RESOURCE_TABLE("orders", ORDER_COLUMNS, "user_id"),
+    .id_prefix = "ord",
+    .path = "/v1/orders/",
+    .version_index = 6,
+    .write_row = write_order_row,
+};
+
+char *order_read_text(db_conn *db, uint64_t id)
 {
     db_stmt *st =
         db_query(db, "SELECT " ORDER_COLUMNS " FROM orders WHERE id = $1", "i", (int64_t)id);
-    json_t *out = db_step(st) == DB_ROW ? order_json(st) : NULL;
+    char *out = NULL;
+    if (db_step(st) == DB_ROW) {
+        jsonw w;
+        jw_init(&w);
+        write_order_row(st, &w);
+        out = jw_take(&w, NULL);
+    }
     db_done(st);
     return out;
 }
-
-static const char *const order_statuses[] = {"created",   "paid",     "cancelled", "shipped",
-                                             "completed", "refunded", NULL};
 
 /* The one state a transition made by PUT .../status may leave for `to`, or NULL when this call
  * never makes it (created → paid and paid → refunded belong to payments and refunds). */
@@ -58,98 +76,79 @@ static const char *transition_source(const char *to)
 
 /* ---- create ---- */
 
+typedef struct order_input {
+    const char *external_id, *description;
+    int64_t amount;
+    char currency[4];
+} order_input;
+
+static const field order_fields[] = {
+    {.name = "external_order_id",
+     .kind = KIND_STRING,
+     .required = true,
+     IN(order_input, external_id),
+     .min = 1,
+     .max = 128},
+    AMOUNT_FIELD(order_input, amount, true),
+    CURRENCY_FIELD(order_input, currency),
+    DESCRIPTION_FIELD(order_input, description, 500),
+};
+const schema orders_create_body = SCHEMA(order_input, order_fields);
+
 typedef struct new_order {
     request *req;
+    const order_input *in;
     uint64_t id;
-    const char *external_id, *description;
-    int64_t amount, now;
-    char currency[4];
+    int64_t now;
 } new_order;
 
 static int insert_order(db_conn *db, void *arg)
 {
     new_order *o = arg;
     request *req = o->req;
-    db_status rc = db_exec(db,
-                           "INSERT INTO orders (id, user_id, external_order_id, amount, currency, "
-                           "description, status, version, created_at, updated_at) "
-                           "VALUES ($1, $2, $3, $4, $5, $6, 'created', 1, $7, $7) "
-                           "ON CONFLICT (user_id, external_order_id) DO NOTHING",
-                           "iisissi", (int64_t)o->id, (int64_t)req->user.id, o->external_id,
-                           o->amount, o->currency, o->description, o->now);
+    bool duplicate;
+    db_status rc = resource_created(
+        req, &order_resource,
+        db_query(db,
+                 "INSERT INTO orders (id, user_id, external_order_id, amount, "
+                 "currency, description, status, version, created_at, updated_at) "
+                 "VALUES ($1, $2, $3, $4, $5, $6, 'created', 1, $7, $7) "
+                 "ON CONFLICT (user_id, external_order_id) DO NOTHING "
+                 "RETURNING " ORDER_COLUMNS,
+                 "iisissi", (int64_t)o->id, (int64_t)req->user.id, o->in->external_id,
+                 o->in->amount, o->in->currency, o->in->description, o->now),
+        &duplicate);
     if (rc != DB_DONE)
         return rc;
-    if (db_changes(db) == 0) {
-        /* the unique index decided: answer with the order that holds the external id */
-        db_stmt *st =
-            db_query(db, "SELECT id FROM orders WHERE user_id = $1 AND external_order_id = $2",
-                     "is", (int64_t)req->user.id, o->external_id);
-        bool found = db_step(st) == DB_ROW;
-        if (found)
-            reply_error_extra(
-                req, ERR_DUPLICATE_ORDER, "an order with this external_order_id exists",
-                json_pack("{s:o}", "existing_order_id", json_id("ord", (uint64_t)db_int(st, 0))));
-        db_done(st);
-        return found ? 0 : DB_BUSY;
-    }
-    char id[ID_STR_MAX];
-    id_format(o->id, "ord", id);
-    json_t *body =
-        json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:o, s:o}", "id", id, "object", "order",
-                  "external_order_id", o->external_id, "amount", (json_int_t)o->amount, "currency",
-                  o->currency, "status", "created", "payment_id", "version", 1, "created_at",
-                  json_time(o->now), "updated_at", json_time(o->now));
-    reply_etag(req, 1);
-    reply_created(req, "/v1/orders", id, body);
-    /* §15: the event commits with the order */
-    return event_record_reply(db, req, "order.created", NULL);
+    if (!duplicate) /* §15: the event commits with the order */
+        return event_record_reply(db, req, "order.created", NULL);
+    /* the unique index decided: answer with the order that holds the external id */
+    db_stmt *st =
+        db_query(db, "SELECT id FROM orders WHERE user_id = $1 AND external_order_id = $2", "is",
+                 (int64_t)req->user.id, o->in->external_id);
+    bool found = db_step(st) == DB_ROW;
+    if (found)
+        reply_error_extra(
+            req, ERR_DUPLICATE_ORDER, "an order with this external_order_id exists",
+            json_pack("{s:o}", "existing_order_id", json_id("ord", (uint64_t)db_int(st, 0))));
+    db_done(st);
+    return found ? 0 : DB_BUSY;
 }
 
-void orders_create(request *req)
+step_result orders_create(request *req, void *prepared)
 {
-    static const body_field fields[] = {
-        {"external_order_id", FIELD_STRING, true, 1, 128},
-        {"amount", FIELD_INTEGER, true, 1, MAX_AMOUNT},
-        {"currency", FIELD_STRING, true, 3, 3},
-        {"description", FIELD_STRING, false, 0, 500},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    new_order o = {.req = req,
-                   .external_id = body_string(req, "external_order_id"),
-                   .description = body_string(req, "description"),
-                   .amount = body_int(req, "amount", 0)};
-    if (!normalize_currency(body_string(req, "currency"), o.currency)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
-        return;
-    }
-    o.id = app_next_id(req->app);
-    o.now = created_at_of(o.id);
-    write_result w = commit_response(req, insert_order, &o);
-    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
-        reply_error(req, ERR_INTERNAL, "the order could not be stored");
+    (void)prepared;
+    new_order *o = arena_alloc(&req->arena, sizeof *o);
+    *o = (new_order){.req = req, .in = req->input};
+    new_row_id(req, &o->id, &o->now);
+    return resource_commit_then_answer(req, insert_order, o, "order", NULL);
 }
 
 /* ---- read ---- */
 
 void orders_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "ord", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st =
-        db_query(db, "SELECT " ORDER_COLUMNS " FROM orders WHERE id = $1 AND user_id = $2", "ii",
-                 (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW) {
-        if (!etag_not_modified_or_set(req, db_int(st, 6)))
-            reply_json(req, 200, order_json(st));
-    } else {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such order");
-    }
-    db_done(st);
+    resource_get(req, &order_resource);
 }
 
 static const list_query orders_list_query = {
@@ -159,8 +158,7 @@ static const list_query orders_list_query = {
     .created_index = 7,
     .id_index = 0,
     .status_column = "status",
-    .statuses = order_statuses,
-    .to_json = order_json,
+    .write_row = write_order_row,
 };
 
 void orders_list(request *req)
@@ -169,6 +167,21 @@ void orders_list(request *req)
 }
 
 /* ---- PUT /v1/orders/{id}/status ---- */
+
+typedef struct order_status_input {
+    const char *status;
+    int64_t version;
+} order_status_input;
+
+static const field order_status_fields[] = {
+    {.name = "status",
+     .kind = KIND_ENUM,
+     .required = true,
+     IN(order_status_input, status),
+     .values = order_statuses},
+    VERSION_FIELD(order_status_input, version),
+};
+const schema orders_status_body = SCHEMA(order_status_input, order_status_fields);
 
 typedef struct status_change {
     request *req;
@@ -210,8 +223,7 @@ static int change_status(db_conn *db, void *arg)
     if (changed || !strcmp(status, c->to)) {
         /* done now, or already: a repeated sync is harmless (RFC 9110 §13.1.1 allows a 2xx when
          * the requested change has already happened, whatever If-Match said) */
-        reply_etag(req, version);
-        reply_json(req, 200, order_json(st));
+        resource_reply(req, &order_resource, st, 200);
     } else if (c->expected != 0 && version != c->expected) {
         reply_version_conflict(req, c->from_if_match, version);
     } else if (c->from && !strcmp(status, c->from)) {
@@ -231,27 +243,15 @@ static int change_status(db_conn *db, void *arg)
     return rc;
 }
 
-void orders_set_status(request *req)
+step_result orders_set_status(request *req, void *prepared)
 {
-    static const body_field fields[] = {
-        {"status", FIELD_STRING, true, 1, 32},
-        VERSION_FIELD,
-    };
-    status_change c = {.req = req, .now = now_us()};
-    if (!path_id_or_reply(req, 0, "ord", &c.id) || !CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    c.to = body_string(req, "status");
-    bool known = false;
-    for (const char *const *s = order_statuses; *s && !known; s++)
-        known = !strcmp(*s, c.to);
-    if (!known) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "status",
-                            "status must be one of created, paid, cancelled, shipped, completed, "
-                            "refunded");
-        return;
-    }
-    c.from = transition_source(c.to);
-    if_match_version(req, &c.expected, &c.from_if_match);
-    if (store_write(req->app->store, change_status, &c) != 0)
-        reply_error(req, ERR_INTERNAL, "the order could not be updated");
+    (void)prepared;
+    const order_status_input *in = req->input;
+    status_change *c = arena_alloc(&req->arena, sizeof *c);
+    *c = (status_change){.req = req, .to = in->status, .now = now_us()};
+    if (!path_id_or_reply(req, 0, "ord", &c->id))
+        return STEP_DONE;
+    c->from = transition_source(c->to);
+    if_match_version(req, in->version, &c->expected, &c->from_if_match);
+    return resource_write_then_answer(req, change_status, c, "the order could not be updated");
 }

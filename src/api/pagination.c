@@ -1,6 +1,5 @@
 #include "api/pagination.h"
 
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,84 +9,26 @@
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 
-#define DEFAULT_LIMIT 20
-#define MAX_LIMIT     100
-
-static bool parse_limit_or_reply(request *req, int *out)
-{
-    const char *s = request_query(req, "limit");
-    *out = DEFAULT_LIMIT;
-    if (!s)
-        return true;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > MAX_LIMIT) {
-        reply_invalid_param(req, ERR_INVALID_LIMIT, "limit",
-                            "limit must be an integer from 1 to 100");
-        return false;
-    }
-    *out = (int)v;
-    return true;
-}
-
-static bool parse_time_or_reply(request *req, const char *name, int64_t *out, const char **text)
-{
-    const char *s = request_query(req, name);
-    *out = 0;
-    *text = s;
-    if (!s)
-        return true;
-    if (parse_rfc3339(s, out) != 0) {
-        char detail[120];
-        snprintf(detail, sizeof detail, "%s must be an RFC 3339 time", name);
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
-        return false;
-    }
-    return true;
-}
-
-bool list_filters_or_reply(request *req, const list_query *q, list_filters *f)
-{
-    memset(f, 0, sizeof *f);
-    f->status_param = q->status_param ? q->status_param : "status";
-    f->status = q->status_column ? request_query(req, f->status_param) : NULL;
-    if (f->status) {
-        bool known = false;
-        for (const char *const *s = q->statuses; *s && !known; s++)
-            known = !strcmp(*s, f->status);
-        if (!known) {
-            reply_invalid_param(req, ERR_INVALID_PARAMETER, f->status_param,
-                                "unknown status filter");
-            return false;
-        }
-    }
-    if (q->time_column &&
-        (!parse_time_or_reply(req, "created_gte", &f->created_gte, &f->created_gte_text) ||
-         !parse_time_or_reply(req, "created_lt", &f->created_lt, &f->created_lt_text)))
-        return false;
-    return true;
-}
-
 /* Appends the filter conditions and their parameters. */
 static void add_filters(char *sql, size_t cap, db_value *params, int *n, const list_query *q,
-                        const list_filters *f)
+                        const list_params *f)
 {
     size_t len = strlen(sql);
     if (f->status) {
         len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->status_column, *n + 1);
         params[(*n)++] = (db_value){.type = 's', .s = f->status};
     }
-    if (f->created_gte_text) {
+    if (f->created_gte.text) {
         len += (size_t)snprintf(sql + len, cap - len, " AND %s >= $%d", q->time_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte};
+        params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte.us};
     }
-    if (f->created_lt_text) {
+    if (f->created_lt.text) {
         snprintf(sql + len, cap - len, " AND %s < $%d", q->time_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 'i', .i = f->created_lt};
+        params[(*n)++] = (db_value){.type = 'i', .i = f->created_lt.us};
     }
 }
 
-static void scope_of(request *req, const list_query *q, const char *parent, const list_filters *f,
+static void scope_of(request *req, const list_query *q, const char *parent, const list_params *f,
                      uint8_t out[16])
 {
     char user[24];
@@ -96,8 +37,8 @@ static void scope_of(request *req, const list_query *q, const char *parent, cons
                            parent,
                            user,
                            f->status ? f->status : "",
-                           f->created_gte_text ? f->created_gte_text : "",
-                           f->created_lt_text ? f->created_lt_text : ""};
+                           f->created_gte.text ? f->created_gte.text : "",
+                           f->created_lt.text ? f->created_lt.text : ""};
     cursor_scope(parts, sizeof parts / sizeof parts[0], out);
 }
 
@@ -130,8 +71,8 @@ static void write_row(const list_query *q, db_stmt *st, jsonw *w)
 }
 
 /* The query string for Link: the same filters and limit, with another cursor. */
-static void link_header(request *req, const list_filters *f, int limit, const char *next,
-                        const char *prev)
+static void link_header(request *req, const list_query *q, const list_params *f, int limit,
+                        const char *next, const char *prev)
 {
     char link[1024] = "";
     size_t len = 0;
@@ -143,14 +84,14 @@ static void link_header(request *req, const list_filters *f, int limit, const ch
         len += (size_t)snprintf(link + len, sizeof link - len, "%s<%s?limit=%d&cursor=%s",
                                 len ? ", " : "", req->path, limit, cursors[i]);
         if (f->status)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&%s=%s", f->status_param,
-                                    f->status);
-        if (f->created_gte_text)
+            len += (size_t)snprintf(link + len, sizeof link - len, "&%s=%s",
+                                    q->status_param ? q->status_param : "status", f->status);
+        if (f->created_gte.text)
             len += (size_t)snprintf(link + len, sizeof link - len, "&created_gte=%s",
-                                    f->created_gte_text);
-        if (f->created_lt_text)
+                                    f->created_gte.text);
+        if (f->created_lt.text)
             len += (size_t)snprintf(link + len, sizeof link - len, "&created_lt=%s",
-                                    f->created_lt_text);
+                                    f->created_lt.text);
         len += (size_t)snprintf(link + len, sizeof link - len, ">; rel=\"%s\"", rels[i]);
     }
     if (len && len < sizeof link)
@@ -159,17 +100,15 @@ static void link_header(request *req, const list_filters *f, int limit, const ch
 
 void list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
 {
-    int limit;
-    list_filters f;
-    if (!parse_limit_or_reply(req, &limit) || !list_filters_or_reply(req, q, &f))
-        return;
+    const list_params *f = req->input;
+    int limit = (int)f->limit;
     char parent[24];
     snprintf(parent, sizeof parent, "%llu", (unsigned long long)parent_id);
     uint8_t scope[16];
-    scope_of(req, q, parent_label ? parent_label : parent, &f, scope);
+    scope_of(req, q, parent_label ? parent_label : parent, f, scope);
 
     page_cursor at = {0};
-    const char *cursor = request_query(req, "cursor");
+    const char *cursor = f->cursor;
     if (cursor) {
         if (cursor_decode(req->app->cursor_key, sizeof req->app->cursor_key, cursor, &at) != 0) {
             reply_invalid_param(req, ERR_INVALID_CURSOR, "cursor", "the cursor is not valid");
@@ -190,7 +129,7 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     int n = 0;
     snprintf(sql, sizeof sql, "%s WHERE %s = $1", q->select, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(sql, sizeof sql, params, &n, q, &f);
+    add_filters(sql, sizeof sql, params, &n, q, f);
     size_t len = strlen(sql);
     if (cursor) {
         len += (size_t)snprintf(sql + len, sizeof sql - len, " AND (%s, %s) %s ($%d, $%d)", created,
@@ -215,7 +154,7 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     jw_array_begin(&w);
     /* a backwards page is read oldest-first, to stay next to its cursor, and served
      * newest-first like every page: its rows are held, then written in reverse */
-    char *held[MAX_LIMIT];
+    char *held[LIST_MAX_LIMIT];
     int64_t first_created = 0, last_created = 0;
     uint64_t first_id = 0, last_id = 0;
     int rows = 0;
@@ -274,21 +213,18 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     char *prev =
         write_cursor(req, &w, count && cursor, CURSOR_PREV, first_created, first_id, scope);
     jw_object_end(&w);
-    link_header(req, &f, limit, next, prev);
+    link_header(req, q, f, limit, next, prev);
     reply_jsonw(req, 200, &w);
 }
 
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)
 {
-    list_filters f;
-    if (!list_filters_or_reply(req, q, &f))
-        return;
     char sql[512];
     db_value params[4];
     int n = 0;
     snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %s = $1", from, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(sql, sizeof sql, params, &n, q, &f);
+    add_filters(sql, sizeof sql, params, &n, q, req->input);
     db_conn *db = reader_or_reply(req);
     if (!db)
         return;

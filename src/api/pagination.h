@@ -6,8 +6,46 @@
  * No OFFSET anywhere. Cursors are signed and bound to the list, parent, user and filters. */
 #include <stdint.h>
 
-#include "http/request.h"
+#include "core/cursor.h"
+#include "http/schema.h"
+#include "request/request.h"
 #include "store/db.h"
+
+#define LIST_MAX_LIMIT 100
+
+/* The query of every GET that lists, counts or sums, decoded by the pipeline (req->input). */
+typedef struct list_params {
+    int64_t limit;
+    const char *cursor;
+    const char *status; /* the filter on list_query.status_column (?status= or ?type=) */
+    input_time created_gte, created_lt;
+    const char *interval; /* payments/stats */
+} list_params;
+
+/* The parameters of §4, for the route table's query schemas. */
+#define LIST_LIMIT                                                                                 \
+    {                                                                                              \
+        .name = "limit", .kind = KIND_INTEGER, IN(list_params, limit), .min = 1,                   \
+        .max = LIST_MAX_LIMIT, .dflt = "20", .err = ERR_INVALID_LIMIT                              \
+    }
+/* opaque: list_page checks its signature and scope */
+#define LIST_CURSOR                                                                                \
+    {                                                                                              \
+        .name = "cursor", .kind = KIND_STRING, IN(list_params, cursor), .max = CURSOR_STR_MAX,     \
+        .err = ERR_INVALID_CURSOR, .detail = "the cursor is not valid"                             \
+    }
+#define LIST_FILTER(param, list)                                                                   \
+    {                                                                                              \
+        .name = param, .kind = KIND_ENUM, IN(list_params, status), .values = list                  \
+    }
+#define LIST_CREATED_GTE                                                                           \
+    {                                                                                              \
+        .name = "created_gte", .kind = KIND_TIME, IN(list_params, created_gte)                     \
+    }
+#define LIST_CREATED_LT                                                                            \
+    {                                                                                              \
+        .name = "created_lt", .kind = KIND_TIME, IN(list_params, created_lt)                       \
+    }
 
 struct jsonw;
 
@@ -18,7 +56,6 @@ typedef struct list_query {
     const char *created_column, *id_column; /* the sort key; default created_at, id */
     int created_index, id_index;            /* where the sort key sits among the selected columns */
     const char *status_column;              /* non-NULL: ?status= filters on it */
-    const char *const *statuses;            /* the values ?status= accepts, NULL-terminated */
     const char *status_param;               /* the filter's query name; NULL: "status" */
     const char *time_column;                /* non-NULL: created_gte / created_lt filter on it */
     /* The row as JSON: write_row writes it straight into the page (fast); lists without one
@@ -27,16 +64,10 @@ typedef struct list_query {
     json_t *(*to_json)(db_stmt *st);
 } list_query;
 
-/* Answers the list request: validates limit, filters and cursor, reads one page. */
+/* Answers the list request with one page: limit and filters come decoded (list_params); the
+ * cursor is checked here. */
 void list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label);
 
-/* Validated filters, shared with count endpoints. Returns false after replying. */
-typedef struct list_filters {
-    const char *status, *status_param;
-    int64_t created_gte, created_lt; /* µs; 0 = unset */
-    const char *created_gte_text, *created_lt_text;
-} list_filters;
-bool list_filters_or_reply(request *req, const list_query *q, list_filters *f);
 /* SELECT COUNT(*) over the same filters. */
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id);
 

@@ -15,8 +15,8 @@
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
+#include "node/fault.h"
 #include "processor/processor.h"
-#include "server/fault.h"
 
 #define PAYMENT_COLUMNS                                                                            \
     "id, account_id, amount, currency, status, source, order_id, description, metadata, "          \
@@ -31,42 +31,21 @@ typedef struct payment_view {
 
 static void write_payment(jsonw *w, const payment_view *v)
 {
-    char id[ID_STR_MAX], when[RFC3339_STR_MAX];
     jw_object_begin(w);
-    jw_key(w, "id");
-    id_format(v->id, "pay", id);
-    jw_string(w, id);
-    jw_key(w, "object");
-    jw_string(w, "payment");
-    jw_key(w, "account_id");
-    id_format(v->account_id, "acct", id);
-    jw_string(w, id);
-    jw_key(w, "amount");
-    jw_int(w, v->amount);
-    jw_key(w, "currency");
-    jw_string(w, v->currency);
-    jw_key(w, "status");
-    jw_string(w, v->status);
-    jw_key(w, "source");
-    jw_string(w, v->source);
-    jw_key(w, "order_id");
-    if (v->order_id) {
-        id_format(v->order_id, "ord", id);
-        jw_string(w, id);
-    } else {
-        jw_null(w);
-    }
-    jw_key(w, "description");
-    jw_string(w, v->description);
+    jw_member_id(w, "id", "pay", v->id);
+    jw_member_string(w, "object", "payment");
+    jw_member_id(w, "account_id", "acct", v->account_id);
+    jw_member_int(w, "amount", v->amount);
+    jw_member_string(w, "currency", v->currency);
+    jw_member_string(w, "status", v->status);
+    jw_member_string(w, "source", v->source);
+    jw_member_id(w, "order_id", "ord", v->order_id);
+    jw_member_string(w, "description", v->description);
     jw_key(w, "metadata");
     jw_raw(w, v->metadata, "{}"); /* stored as compact JSON, validated on the way in */
-    jw_key(w, "refunded_amount");
-    jw_int(w, v->refunded_amount);
-    jw_key(w, "processor_charge_id");
-    jw_string(w, v->charge_id);
-    jw_key(w, "created_at");
-    format_rfc3339_ms(v->created_at, when);
-    jw_string(w, when);
+    jw_member_int(w, "refunded_amount", v->refunded_amount);
+    jw_member_string(w, "processor_charge_id", v->charge_id);
+    jw_member_time(w, "created_at", v->created_at);
     jw_object_end(w);
 }
 
@@ -89,16 +68,61 @@ static void write_payment_row(db_stmt *st, jsonw *w)
     write_payment(w, &v);
 }
 
+const resource payment_resource = {
+    .noun = "payment",
+    RESOURCE_TABLE("payments", PAYMENT_COLUMNS, "user_id"),
+    .id_prefix = "pay",
+    .path = "/v1/payments/",
+    .write_row = write_payment_row,
+};
+
+/* POST /v1/payments (§5) */
+typedef struct payment_input {
+    input_id account, order;
+    int64_t amount;
+    char currency[4];
+    const char *source, *description;
+    const char *metadata; /* canonical JSON or NULL */
+} payment_input;
+
+static const field payment_fields[] = {
+    {.name = "account_id",
+     .kind = KIND_ID,
+     .required = true,
+     IN(payment_input, account),
+     .prefix = "acct"},
+    AMOUNT_FIELD(payment_input, amount, true),
+    CURRENCY_FIELD(payment_input, currency),
+    {.name = "source",
+     .kind = KIND_TOKEN,
+     .required = true,
+     IN(payment_input, source),
+     .prefix = "tok_",
+     .chars = "A-Za-z0-9_",
+     .min = 1,
+     .max = 64,
+     .detail = "source must be a card token such as tok_visa"},
+    {.name = "order_id", .kind = KIND_ID, IN(payment_input, order), .prefix = "ord"},
+    DESCRIPTION_FIELD(payment_input, description, 500),
+    {.name = "metadata", .kind = KIND_METADATA, IN(payment_input, metadata), .max = 20},
+};
+const schema payments_create_body = SCHEMA(payment_input, payment_fields);
+
 typedef struct payment {
     request *req;
     uint64_t id, account_id, order_id; /* order_id 0: none */
     int64_t amount, created_at;
     char currency[4];
     const char *source, *description;
-    char *metadata; /* canonical JSON or NULL */
+    const char *metadata; /* canonical JSON (in the request's arena) or NULL */
+    bool has_order;       /* an order_id was sent (its id may still name no order) */
     proc_result charge;
+    char void_key[80]; /* a charge no payment will carry: its void's processor key */
+    proc_result voided;
 } payment;
 
+/* The payment being recorded, in the row's one shape (write_payment): it is answered from memory,
+ * as the row it inserts holds exactly these values, and a read back would cost every payment. */
 static void write_new_payment(jsonw *w, const payment *p, const char *status)
 {
     payment_view v = {.id = p->id,
@@ -173,11 +197,9 @@ static int record_payment(db_conn *db, void *arg)
                      "iii", (int64_t)p->order_id, (int64_t)p->id, p->created_at) != DB_DONE ||
              db_changes(db) != 1))
             return WRITE_CONFLICT; /* the order left 'created' meanwhile */
-        char location[64];
         char id[ID_STR_MAX];
         id_format(p->id, "pay", id);
-        snprintf(location, sizeof location, "/v1/payments/%s", id);
-        reply_header(req, "Location", location);
+        resource_headers(req, &payment_resource, 201, id, 0);
         jsonw w;
         jw_init(&w);
         write_new_payment(&w, p, status);
@@ -197,51 +219,25 @@ static int record_payment(db_conn *db, void *arg)
     return event_record_payment(db, req, approved, p->order_id);
 }
 
-/* Validation: everything that answers 400/404 and releases the key, before money moves. */
+/* What needs the database: 404s and the account's currency, before the key is claimed (on the
+ * HTTP thread; the body itself was checked before, payment_fields). The order's own answers
+ * (§5: paid, not payable) are stored with the key, so they come after the claim
+ * (order_payable_or_reply). */
 static bool read_payment_or_reply(request *req, payment *p)
 {
-    static const body_field fields[] = {
-        {"account_id", FIELD_STRING, true, 1, 64}, {"amount", FIELD_INTEGER, true, 1, MAX_AMOUNT},
-        {"currency", FIELD_STRING, true, 3, 3},    {"source", FIELD_STRING, true, 1, 68},
-        {"order_id", FIELD_STRING, false, 1, 64},  {"description", FIELD_STRING, false, 0, 500},
-        {"metadata", FIELD_OBJECT, false, 0, 20},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return false;
-    p->req = req;
-    p->amount = body_int(req, "amount", 0);
-    p->source = body_string(req, "source");
-    p->description = body_string(req, "description");
-    if (!normalize_currency(body_string(req, "currency"), p->currency)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
-        return false;
-    }
-    if (!processor_valid_source(p->source)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "source",
-                            "source must be a card token such as tok_visa");
-        return false;
-    }
-    json_t *meta = json_object_get(req->json, "metadata");
-    if (meta && !json_is_null(meta)) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(meta, k, v)
-        {
-            if (!json_is_string(v) || strlen(k) > 40 || json_string_length(v) > 500) {
-                reply_invalid_param(req, ERR_INVALID_PARAMETER, "metadata",
-                                    "metadata maps keys of up to 40 characters to strings of up "
-                                    "to 500");
-                return false;
-            }
-        }
-        p->metadata = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
-    }
+    const payment_input *in = req->input;
+    *p = (payment){.req = req,
+                   .amount = in->amount,
+                   .source = in->source,
+                   .description = in->description,
+                   .metadata = in->metadata};
+    memcpy(p->currency, in->currency, sizeof p->currency);
     db_conn *db = reader_or_reply(req);
     if (!db)
         return false;
     char account_currency[4];
-    if (id_parse(body_string(req, "account_id"), "acct", &p->account_id) != 0 ||
-        !account_owned(db, req->user.id, p->account_id, account_currency)) {
+    p->account_id = in->account.id;
+    if (!p->account_id || !account_owned(db, req->user.id, p->account_id, account_currency)) {
         reply_error(req, ERR_RESOURCE_MISSING, "no such account");
         return false;
     }
@@ -250,14 +246,11 @@ static bool read_payment_or_reply(request *req, payment *p)
                             "currency must equal the account's currency");
         return false;
     }
-    const char *order = body_string(req, "order_id");
-    if (order) {
-        if (id_parse(order, "ord", &p->order_id) != 0) {
-            reply_error(req, ERR_RESOURCE_MISSING, "no such order");
-            return false;
-        }
-        if (!order_payable_or_reply(req, db, p))
-            return false;
+    p->has_order = in->order.text != NULL;
+    p->order_id = in->order.id;
+    if (p->has_order && !p->order_id) {
+        reply_error(req, ERR_RESOURCE_MISSING, "no such order");
+        return false;
     }
     return true;
 }
@@ -267,13 +260,6 @@ static void reply_processor_unavailable(request *req)
     reply_header(req, "Retry-After", "1");
     reply_error(req, ERR_PROCESSOR_UNAVAILABLE,
                 "the processor did not answer; retry with the same Idempotency-Key");
-}
-
-static void reply_database_unavailable(request *req)
-{
-    reply_header(req, "Retry-After", "1");
-    reply_error(req, ERR_DATABASE_UNAVAILABLE,
-                "the payment could not be recorded; retry with the same Idempotency-Key");
 }
 
 /* After a conflict: true when the order is no longer payable (another payment took it, or it
@@ -291,114 +277,165 @@ static bool order_taken_or_reply(request *req, payment *p)
     return true;
 }
 
-/* Voids an approved charge of ours that no payment will carry: inline, under its own processor
- * key; if the processor does not confirm, queued so the recoverer retries it until it does. */
-static void void_charge(request *req, payment *p)
+/* ---- a charge of ours that no payment will carry: voided inline under its own processor key;
+ * if the processor does not confirm, queued so the recoverer retries it until it does ---- */
+
+static step_result void_answered_step(request *req, void *arg)
 {
-    if (p->charge.status != PROC_APPROVED)
-        return;
-    char void_key[80];
-    snprintf(void_key, sizeof void_key, "%s:void", req->idem->processor_key);
-    proc_result voided = processor_refund(req->app->processor, void_key, p->charge.id, p->amount);
-    if (voided.status != PROC_APPROVED)
-        idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
+    payment *p = arg;
+    if (p->voided.status == PROC_APPROVED)
+        return STEP_DONE;
+    return idem_queue_charge_void_then(req, p->account_id, p->charge.id, p->amount);
 }
 
-static void finish_payment(request *req, payment *p)
+static void void_answered(proc_result r, db_failure failure, void *arg)
 {
-    p->id = app_next_id(req->app);
-    p->created_at = created_at_of(p->id);
-    write_result r = commit_response(req, record_payment, p);
+    payment *p = arg;
+    p->voided = r;
+    request_wake(p->req, failure, void_answered_step, p);
+}
+
+static step_result void_charge(request *req, payment *p)
+{
+    if (p->charge.status != PROC_APPROVED)
+        return STEP_DONE;
+    snprintf(p->void_key, sizeof p->void_key, "%s:void", req->idem->processor_key);
+    if (req->runner) {
+        processor_refund_start(req->app->processor, p->void_key, p->charge.id, p->amount,
+                               void_answered, p);
+        return STEP_WAITING;
+    }
+    p->voided = processor_refund(req->app->processor, p->void_key, p->charge.id, p->amount);
+    return void_answered_step(req, p);
+}
+
+/* ---- the steps of a payment (request/step.h): claim → [order] → charge → record ---- */
+
+/* After the payment's commit. The usual outcomes answer where the commit ended; the others
+ * need reads, a processor call or another write, so a thread that may block. */
+static step_result recorded(request *req, void *arg)
+{
+    payment *p = arg;
+    write_result r = (write_result)req->write_rc;
+    if (r == WRITE_OK || r == WRITE_REFUSED)
+        return STEP_DONE;
+    if (!req->may_block && req->runner)
+        return request_blocking_then(req, recorded, p);
     switch (r) {
-    case WRITE_OK:
-    case WRITE_REFUSED:
-        break;
     case WRITE_FENCED:
         /* We lost the key while we charged: the answer is already what the key holds. Our
          * charge is the new holder's too when it asks under the same processor key; the
          * recoverer checks that a record carries it and voids it otherwise. */
         if (p->charge.status == PROC_APPROVED)
-            idem_queue_charge_void(req, p->account_id, p->charge.id, p->amount);
+            return idem_queue_charge_void_then(req, p->account_id, p->charge.id, p->amount);
         break;
     case WRITE_CONFLICT:
         if (order_taken_or_reply(req, p)) {
             /* The order was paid (or closed) by another request between our check and our
              * commit: this charge must not stay. */
-            void_charge(req, p);
-            break;
+            return void_charge(req, p);
         }
         /* not the order's (an id collision, a check): nothing was kept, the charge is
          * recorded by a retry under the same processor key */
-        reply_database_unavailable(req);
+        reply_not_stored(req, r, "payment", "Idempotency-Key");
         break;
-    case WRITE_RETRY:
-    case WRITE_FAILED:
-        reply_database_unavailable(req); /* charged or not, the key stays resumable */
+    default: /* WRITE_RETRY, WRITE_FAILED: charged or not, the key stays resumable */
+        reply_not_stored(req, r, "payment", "Idempotency-Key");
         break;
     }
+    return STEP_DONE;
 }
 
-void payments_create(request *req)
+/* The payment, its account's credit, its events and the key's answer, in one commit. */
+static step_result record(request *req, payment *p)
 {
-    payment p = {0};
-    if (!read_payment_or_reply(req, &p)) {
-        free(p.metadata);
-        return;
-    }
-    fault_point("before-charge");
-    p.charge = processor_charge(req->app->processor, req->idem->processor_key, p.amount, p.currency,
-                                p.source);
-    if (p.charge.status == PROC_UNAVAILABLE) {
+    new_row_id(req, &p->id, &p->created_at);
+    return commit_response_then(req, record_payment, p, recorded, p);
+}
+
+static step_result charged(request *req, void *arg)
+{
+    payment *p = arg;
+    if (p->charge.status == PROC_UNAVAILABLE) {
         reply_processor_unavailable(req);
-    } else {
-        fault_point("crash-after-charge");
-        fault_point("after-charge");
-        finish_payment(req, &p);
+        return STEP_DONE;
     }
-    free(p.metadata);
+    if (fault_point_blocks("after-charge") && !req->may_block && req->runner)
+        return request_blocking_then(req, charged, p);
+    fault_point("crash-after-charge");
+    fault_point("after-charge");
+    return record(req, p);
+}
+
+static void charge_answered(proc_result r, db_failure failure, void *arg)
+{
+    payment *p = arg;
+    p->charge = r;
+    request_wake(p->req, failure, charged, p);
+}
+
+static step_result charge(request *req, void *arg)
+{
+    payment *p = arg;
+    processor *proc = req->app->processor;
+    if (req->runner && !processor_charge_blocks(proc, p->source) &&
+        !fault_point_blocks("before-charge")) {
+        /* no thread waits: the builtin processor's commit, or the HTTP processor's answer on
+         * its own thread, runs the next step */
+        fault_point("before-charge");
+        processor_charge_start(proc, req->idem->processor_key, p->amount, p->currency, p->source,
+                               charge_answered, p);
+        return STEP_WAITING;
+    }
+    if (!req->may_block && req->runner)
+        return request_blocking_then(req, charge, p);
+    fault_point("before-charge");
+    p->charge = processor_charge(proc, req->idem->processor_key, p->amount, p->currency, p->source);
+    return charged(req, p);
+}
+
+void payments_prepare(request *req)
+{
+    payment *p = arena_alloc(&req->arena, sizeof *p);
+    if (read_payment_or_reply(req, p))
+        req->prepared = p;
+}
+
+step_result payments_create(request *req, void *arg)
+{
+    payment *p = arg;
+    if (p->has_order) {
+        if (!req->may_block && req->runner)
+            return request_blocking_then(req, payments_create, p); /* reads */
+        db_conn *db = reader_or_reply(req);
+        if (!db || !order_payable_or_reply(req, db, p))
+            return STEP_DONE;
+    }
+    return charge(req, p);
 }
 
 /* The recoverer's path: ask the processor what happened under this key; never charge. */
 void payments_recover(request *req)
 {
     payment p = {0};
-    if (!read_payment_or_reply(req, &p)) {
-        free(p.metadata);
+    if (!read_payment_or_reply(req, &p))
         return;
-    }
+    db_conn *db = p.has_order ? reader_or_reply(req) : NULL;
+    if (p.has_order && (!db || !order_payable_or_reply(req, db, &p)))
+        return;
     p.charge = processor_find_charge(req->app->processor, req->idem->processor_key);
     if (p.charge.status == PROC_NOT_FOUND)
         reply_error(req, ERR_RESOURCE_MISSING, "nothing was charged; the key is released");
     else if (p.charge.status == PROC_UNAVAILABLE)
         reply_processor_unavailable(req);
     else
-        finish_payment(req, &p);
-    free(p.metadata);
+        record(req, &p); /* no runner: the commit and its outcome happen here */
 }
 
 void payments_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "pay", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st =
-        db_query(db, "SELECT " PAYMENT_COLUMNS " FROM payments WHERE id = $1 AND user_id = $2",
-                 "ii", (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW) {
-        jsonw w;
-        jw_init(&w);
-        write_payment_row(st, &w);
-        reply_jsonw(req, 200, &w);
-    } else
-        reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
-    db_done(st);
+    resource_get(req, &payment_resource);
 }
-
-static const char *const payment_statuses[] = {"succeeded", "failed", "partially_refunded",
-                                               "refunded", NULL};
 
 static const list_query payments_list_query = {
     .name = "payments",
@@ -407,7 +444,6 @@ static const list_query payments_list_query = {
     .created_index = 11,
     .id_index = 0,
     .status_column = "status",
-    .statuses = payment_statuses,
     .time_column = "created_at",
     .write_row = write_payment_row,
 };

@@ -17,33 +17,77 @@
 #define MAX_STOCK       MAX_AMOUNT
 #define MAX_QUANTITY    1000000
 
-static json_t *product_json(db_stmt *st)
+static void write_product_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:s, s:s, s:I, s:I, s:o, s:o}", "id",
-                     json_id("prod", (uint64_t)db_int(st, 0)), "object", "product", "sku",
-                     db_text(st, 1), "name", db_text(st, 2), "stock", (json_int_t)db_int(st, 3),
-                     "version", (json_int_t)db_int(st, 4), "created_at", json_time(db_int(st, 5)),
-                     "updated_at", json_time(db_int(st, 6)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "prod", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "product");
+    jw_member_string(w, "sku", db_text(st, 1));
+    jw_member_string(w, "name", db_text(st, 2));
+    jw_member_int(w, "stock", db_int(st, 3));
+    jw_member_int(w, "version", db_int(st, 4));
+    jw_member_time(w, "created_at", db_int(st, 5));
+    jw_member_time(w, "updated_at", db_int(st, 6));
+    jw_object_end(w);
 }
 
-/* [A-Za-z0-9_-]{1,64} */
-static bool valid_sku(const char *s)
+/* A product is named by its sku in paths (and so in Location), not by its id. */
+static const resource product_resource = {
+    .noun = "product",
+    RESOURCE_TABLE("products", PRODUCT_COLUMNS, "user_id"),
+    .id_prefix = "prod",
+    .path = "/v1/products/",
+    .key_index = 1,
+    .version_index = 4,
+    .write_row = write_product_row,
+};
+
+/* The caller's product by sku (not yet stepped). */
+static db_stmt *product_by_sku(db_conn *db, request *req, const char *sku)
 {
-    size_t n = strlen(s);
-    return n >= 1 && n <= 64 &&
-           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+    return db_query(db, "SELECT " PRODUCT_COLUMNS " FROM products WHERE user_id = $1 AND sku = $2",
+                    "is", (int64_t)req->user.id, sku);
 }
+
+/* A sku, in a body or a path: [A-Za-z0-9_-]{1,64} */
+#define SKU_RULE .kind = KIND_TOKEN, .chars = "A-Za-z0-9_-", .min = 1, .max = 64
 
 /* The sku in the path; any malformed one is simply a missing product. */
 static const char *path_sku_or_reply(request *req)
 {
-    if (valid_sku(req->params[0]))
+    static const field sku = {.name = "sku", SKU_RULE};
+    if (schema_field_accepts(&sku, req->params[0]))
         return req->params[0];
     reply_error(req, ERR_RESOURCE_MISSING, "no such product");
     return NULL;
 }
 
 /* ---- create ---- */
+
+typedef struct product_input {
+    const char *sku, *name; /* PATCH: name NULL is unchanged */
+    int64_t stock;          /* PATCH: -1 is unchanged */
+    int64_t version;        /* PATCH: 0 when not given */
+} product_input;
+
+#define PRODUCT_NAME_RULE .kind = KIND_STRING, IN(product_input, name), .min = 1, .max = 200
+#define STOCK_RULE        .kind = KIND_INTEGER, IN(product_input, stock), .min = 0, .max = MAX_STOCK
+static const field product_fields[] = {
+    {.name = "sku",
+     .required = true,
+     IN(product_input, sku),
+     SKU_RULE,
+     .detail = "sku is 1-64 letters, digits, '_' or '-'"},
+    {.name = "name", .required = true, PRODUCT_NAME_RULE},
+    {.name = "stock", .required = true, STOCK_RULE},
+};
+const schema products_create_body = SCHEMA(product_input, product_fields);
+static const field product_patch_fields[] = {
+    {.name = "name", PRODUCT_NAME_RULE},
+    {.name = "stock", STOCK_RULE, .absent = -1},
+    VERSION_FIELD(product_input, version),
+};
+const schema products_update_body = SCHEMA(product_input, product_patch_fields);
 
 typedef struct new_product {
     request *req;
@@ -56,50 +100,29 @@ static int insert_product(db_conn *db, void *arg)
 {
     new_product *p = arg;
     request *req = p->req;
-    db_status rc =
-        db_exec(db,
-                "INSERT INTO products (id, user_id, sku, name, stock, version, "
-                "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6) "
-                "ON CONFLICT (user_id, sku) DO NOTHING",
-                "iissii", (int64_t)p->id, (int64_t)req->user.id, p->sku, p->name, p->stock, p->now);
-    if (rc != DB_DONE)
-        return rc;
-    if (db_changes(db) == 0) {
+    bool duplicate;
+    db_status rc = resource_created(
+        req, &product_resource,
+        db_query(db,
+                 "INSERT INTO products (id, user_id, sku, name, stock, version, "
+                 "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6) "
+                 "ON CONFLICT (user_id, sku) DO NOTHING RETURNING " PRODUCT_COLUMNS,
+                 "iissii", (int64_t)p->id, (int64_t)req->user.id, p->sku, p->name, p->stock,
+                 p->now),
+        &duplicate);
+    if (rc == DB_DONE && duplicate)
         reply_invalid_param(req, ERR_DUPLICATE_SKU, "sku", "a product with this sku exists");
-        return 0;
-    }
-    json_t *body = json_pack("{s:o, s:s, s:s, s:s, s:I, s:i, s:o, s:o}", "id",
-                             json_id("prod", p->id), "object", "product", "sku", p->sku, "name",
-                             p->name, "stock", (json_int_t)p->stock, "version", 1, "created_at",
-                             json_time(p->now), "updated_at", json_time(p->now));
-    reply_etag(req, 1);
-    reply_created(req, "/v1/products", p->sku, body);
-    return 0;
+    return rc;
 }
 
-void products_create(request *req)
+step_result products_create(request *req, void *prepared)
 {
-    static const body_field fields[] = {
-        {"sku", FIELD_STRING, true, 1, 64},
-        {"name", FIELD_STRING, true, 1, 200},
-        {"stock", FIELD_INTEGER, true, 0, MAX_STOCK},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    new_product p = {.req = req,
-                     .sku = body_string(req, "sku"),
-                     .name = body_string(req, "name"),
-                     .stock = body_int(req, "stock", 0)};
-    if (!valid_sku(p.sku)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "sku",
-                            "sku is 1-64 letters, digits, '_' or '-'");
-        return;
-    }
-    p.id = app_next_id(req->app);
-    p.now = created_at_of(p.id);
-    write_result w = commit_response(req, insert_product, &p);
-    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
-        reply_error(req, ERR_INTERNAL, "the product could not be stored");
+    (void)prepared;
+    const product_input *in = req->input;
+    new_product *p = arena_alloc(&req->arena, sizeof *p);
+    *p = (new_product){.req = req, .sku = in->sku, .name = in->name, .stock = in->stock};
+    new_row_id(req, &p->id, &p->now);
+    return resource_commit_then_answer(req, insert_product, p, "product", NULL);
 }
 
 /* ---- read and PATCH ---- */
@@ -108,18 +131,8 @@ void products_get(request *req)
 {
     const char *sku = path_sku_or_reply(req);
     db_conn *db = sku ? reader_or_reply(req) : NULL;
-    if (!db)
-        return;
-    db_stmt *st =
-        db_query(db, "SELECT " PRODUCT_COLUMNS " FROM products WHERE user_id = $1 AND sku = $2",
-                 "is", (int64_t)req->user.id, sku);
-    if (db_step(st) == DB_ROW) {
-        if (!etag_not_modified_or_set(req, db_int(st, 4)))
-            reply_json(req, 200, product_json(st));
-    } else {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such product");
-    }
-    db_done(st);
+    if (db)
+        resource_answer_get(req, &product_resource, product_by_sku(db, req, sku));
 }
 
 typedef struct product_patch {
@@ -149,32 +162,67 @@ static int patch_product(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc;
     bool applied = db_changes(db) == 1;
-    return reply_versioned_write(
-        req,
-        db_query(db, "SELECT " PRODUCT_COLUMNS " FROM products WHERE user_id = $1 AND sku = $2",
-                 "is", (int64_t)req->user.id, p->sku),
-        4, applied, p->expected, p->from_if_match, product_json, "no such product");
+    return resource_versioned_reply(req, &product_resource, product_by_sku(db, req, p->sku),
+                                    applied, p->expected, p->from_if_match);
 }
 
-void products_update(request *req)
+step_result products_update(request *req, void *prepared)
 {
-    static const body_field fields[] = {
-        {"name", FIELD_STRING, false, 1, 200},
-        {"stock", FIELD_INTEGER, false, 0, MAX_STOCK},
-        VERSION_FIELD,
-    };
-    product_patch p = {.req = req, .sku = path_sku_or_reply(req), .now = now_us()};
-    if (!p.sku || !CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    p.name = body_string(req, "name");
-    p.set_stock = body_has(req, "stock");
-    p.stock = body_int(req, "stock", 0);
-    if_match_version(req, &p.expected, &p.from_if_match);
-    if (store_write(req->app->store, patch_product, &p) != 0)
-        reply_error(req, ERR_INTERNAL, "the product could not be updated");
+    (void)prepared;
+    const product_input *in = req->input;
+    product_patch *p = arena_alloc(&req->arena, sizeof *p);
+    *p = (product_patch){.req = req,
+                         .sku = path_sku_or_reply(req),
+                         .name = in->name,
+                         .set_stock = in->stock >= 0,
+                         .stock = in->stock,
+                         .now = now_us()};
+    if (!p->sku)
+        return STEP_DONE;
+    if_match_version(req, in->version, &p->expected, &p->from_if_match);
+    return resource_write_then_answer(req, patch_product, p, "the product could not be updated");
 }
 
 /* ---- reservations ---- */
+
+typedef struct reservation_input {
+    int64_t quantity;
+    input_id order;
+} reservation_input;
+
+static const field reservation_fields[] = {
+    {.name = "quantity",
+     .kind = KIND_INTEGER,
+     .required = true,
+     IN(reservation_input, quantity),
+     .min = 1,
+     .max = MAX_QUANTITY},
+    {.name = "order_id", .kind = KIND_ID, IN(reservation_input, order), .prefix = "ord"},
+};
+const schema reservations_create_body = SCHEMA(reservation_input, reservation_fields);
+
+/* A reservation shows its product's sku, which its row names by id. */
+#define RESERVATION_COLUMNS                                                                        \
+    "id, (SELECT sku FROM products WHERE products.id = product_id), quantity, created_at"
+
+static void write_reservation_row(db_stmt *st, jsonw *w)
+{
+    jw_object_begin(w);
+    jw_member_id(w, "id", "rsv", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "reservation");
+    jw_member_string(w, "sku", db_text(st, 1));
+    jw_member_int(w, "quantity", db_int(st, 2));
+    jw_member_time(w, "created_at", db_int(st, 3));
+    jw_object_end(w);
+}
+
+/* No route reads a reservation back, so its 201 names no Location. */
+static const resource reservation_resource = {
+    .noun = "reservation",
+    RESOURCE_TABLE("reservations", RESERVATION_COLUMNS, "user_id"),
+    .id_prefix = "rsv",
+    .write_row = write_reservation_row,
+};
 
 typedef struct reservation {
     request *req;
@@ -203,22 +251,23 @@ static int reserve_stock(db_conn *db, void *arg)
                           json_pack("{s:I}", "available", (json_int_t)available));
         return 0; /* nothing was written; the answer is stored with the key */
     }
-    rc = db_exec(db,
-                 "INSERT INTO reservations (id, user_id, product_id, quantity, order_id, "
-                 "created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                 "iiiizi", (int64_t)r->id, (int64_t)req->user.id, (int64_t)r->product_id,
-                 r->quantity, (int64_t)r->order_id, r->now);
+    rc = resource_created(req, &reservation_resource,
+                          db_query(db,
+                                   "INSERT INTO reservations (id, user_id, product_id, quantity, "
+                                   "order_id, created_at) VALUES ($1, $2, $3, $4, $5, $6) "
+                                   "RETURNING " RESERVATION_COLUMNS,
+                                   "iiiizi", (int64_t)r->id, (int64_t)req->user.id,
+                                   (int64_t)r->product_id, r->quantity, (int64_t)r->order_id,
+                                   r->now),
+                          NULL);
     if (rc != DB_DONE)
         return rc;
-    reply_json(req, 201,
-               json_pack("{s:o, s:s, s:s, s:I, s:o}", "id", json_id("rsv", r->id), "object",
-                         "reservation", "sku", r->sku, "quantity", (json_int_t)r->quantity,
-                         "created_at", json_time(r->now)));
     /* §15: the event commits with the reservation */
     return event_record_reply(db, req, "reservation.created", NULL);
 }
 
-/* 404s (product, order) release the key: nothing happened. */
+/* The product and the order it names, read before the key is claimed (on the HTTP thread): a
+ * 404 claims no key, as nothing happened. */
 static bool reservation_targets_or_reply(request *req, reservation *r)
 {
     db_conn *db = reader_or_reply(req);
@@ -234,11 +283,12 @@ static bool reservation_targets_or_reply(request *req, reservation *r)
         reply_error(req, ERR_RESOURCE_MISSING, "no such product");
         return false;
     }
-    const char *order = body_string(req, "order_id");
-    if (!order)
+    const reservation_input *in = req->input;
+    if (!in->order.text)
         return true;
+    r->order_id = in->order.id;
     found = false;
-    if (id_parse(order, "ord", &r->order_id) == 0) {
+    if (r->order_id) {
         st = db_query(db, "SELECT 1 FROM orders WHERE id = $1 AND user_id = $2", "ii",
                       (int64_t)r->order_id, (int64_t)req->user.id);
         found = db_step(st) == DB_ROW;
@@ -249,24 +299,20 @@ static bool reservation_targets_or_reply(request *req, reservation *r)
     return found;
 }
 
-void reservations_create(request *req)
+void reservations_prepare(request *req)
 {
-    static const body_field fields[] = {
-        {"quantity", FIELD_INTEGER, true, 1, MAX_QUANTITY},
-        {"order_id", FIELD_STRING, false, 1, 64},
-    };
-    reservation r = {.req = req, .sku = path_sku_or_reply(req)};
-    if (!r.sku || !CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    r.quantity = body_int(req, "quantity", 0);
-    if (!reservation_targets_or_reply(req, &r))
-        return;
-    r.id = app_next_id(req->app);
-    r.now = created_at_of(r.id);
-    write_result w = commit_response(req, reserve_stock, &r);
-    if (w != WRITE_OK && w != WRITE_FENCED) { /* fenced: the answer is what the key holds */
-        reply_header(req, "Retry-After", "1");
-        reply_error(req, ERR_DATABASE_UNAVAILABLE,
-                    "the reservation could not be stored; retry with the same Idempotency-Key");
-    }
+    const reservation_input *in = req->input;
+    reservation *r = arena_alloc(&req->arena, sizeof *r);
+    *r = (reservation){.req = req, .sku = path_sku_or_reply(req), .quantity = in->quantity};
+    if (r->sku && reservation_targets_or_reply(req, r))
+        req->prepared = r;
+}
+
+/* The stock taken, the row, its event and the key's answer (claimed in this same job): one
+ * commit. */
+step_result reservations_create(request *req, void *prepared)
+{
+    reservation *r = prepared;
+    new_row_id(req, &r->id, &r->now);
+    return resource_commit_then_answer(req, reserve_stock, r, "reservation", "Idempotency-Key");
 }

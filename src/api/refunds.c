@@ -5,8 +5,12 @@
  *      the refund row is inserted as 'pending' under the claim's processor key, and a payment
  *      refunded in full moves its order to 'refunded'. Racing refunds are decided here, so they
  *      never sum past the payment and the losers never reach the processor.
- *   2. processor_refund with the claim's processor key (blocking, outside any job).
+ *   2. the processor's refund with the claim's processor key, outside any job and holding no
+ *      thread: the builtin processor's record commits, or the HTTP processor answers.
  *   3. confirm (one write job, with the key's stored answer): the refund becomes 'succeeded'.
+ *
+ * Written as steps (request/step.h): the payment is read before the key is claimed (prepare);
+ * no thread waits for either write job's commit.
  *
  * If the processor does not answer, the key is left in doubt with the refund pending: a retry
  * with the same key (or the recoverer) finds the pending refund by its processor key and goes on
@@ -15,25 +19,50 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/enums.h"
 #include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "api/stats.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
+#include "node/fault.h"
 #include "processor/processor.h"
-#include "server/fault.h"
 
 #define REFUND_COLUMNS "id, payment_id, amount, reason, status, created_at"
 
-json_t *refund_json(db_stmt *st)
+static void write_refund_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:o, s:I, s:o, s:s, s:o}", "id",
-                     json_id("re", (uint64_t)db_int(st, 0)), "object", "refund", "payment_id",
-                     json_id("pay", (uint64_t)db_int(st, 1)), "amount", (json_int_t)db_int(st, 2),
-                     "reason", json_string_or_null(db_text(st, 3)), "status", db_text(st, 4),
-                     "created_at", json_time(db_int(st, 5)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "re", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "refund");
+    jw_member_id(w, "payment_id", "pay", (uint64_t)db_int(st, 1));
+    jw_member_int(w, "amount", db_int(st, 2));
+    jw_member_string(w, "reason", db_text(st, 3));
+    jw_member_string(w, "status", db_text(st, 4));
+    jw_member_time(w, "created_at", db_int(st, 5));
+    jw_object_end(w);
 }
+
+/* Refunds are read through their payment's list: the contract gives a 201 no Location. */
+static const resource refund_resource = {
+    .noun = "refund",
+    RESOURCE_TABLE("refunds", REFUND_COLUMNS, "user_id"),
+    .id_prefix = "re",
+    .write_row = write_refund_row,
+};
+
+/* POST /v1/payments/{id}/refunds (§6) */
+typedef struct refund_input {
+    int64_t amount; /* 0: all that is left */
+    const char *reason;
+} refund_input;
+
+static const field refund_fields[] = {
+    AMOUNT_FIELD(refund_input, amount, false),
+    {.name = "reason", .kind = KIND_ENUM, IN(refund_input, reason), .values = refund_reasons},
+};
+const schema refunds_create_body = SCHEMA(refund_input, refund_fields);
 
 typedef struct refund {
     request *req;
@@ -44,14 +73,6 @@ typedef struct refund {
     char charge_id[64];
     proc_result processor;
 } refund;
-
-static json_t *new_refund_json(const refund *r)
-{
-    return json_pack("{s:o, s:s, s:o, s:I, s:o, s:s, s:o}", "id", json_id("re", r->id), "object",
-                     "refund", "payment_id", json_id("pay", r->payment_id), "amount",
-                     (json_int_t)r->amount, "reason", json_string_or_null(r->reason), "status",
-                     "succeeded", "created_at", json_time(r->created_at));
-}
 
 static void reply_exceeds(request *req, int64_t refundable)
 {
@@ -129,36 +150,72 @@ static int confirm_refund(db_conn *db, void *arg)
                            "UPDATE refunds SET status = 'succeeded', processor_refund_id = $2 "
                            "WHERE id = $1 AND status = 'pending'",
                            "is", (int64_t)r->id, r->processor.id);
+    if (rc == DB_DONE)
+        rc = resource_created(r->req, &refund_resource,
+                              db_query(db, "SELECT " REFUND_COLUMNS " FROM refunds WHERE id = $1",
+                                       "i", (int64_t)r->id),
+                              NULL);
     if (rc != DB_DONE)
         return rc;
-    reply_json(r->req, 201, new_refund_json(r));
     /* §15: the event commits with the refund's success */
     return event_record_reply(db, r->req, "refund.succeeded", NULL);
 }
 
-static void finish_refund(request *req, refund *r)
+static step_result confirmed(request *req, void *arg)
 {
-    r->processor =
-        processor_refund(req->app->processor, req->idem->processor_key, r->charge_id, r->amount);
+    (void)arg;
+    write_result w = (write_result)req->write_rc;
+    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
+        reply_in_doubt(req);
+    return STEP_DONE;
+}
+
+/* The processor's answer: the confirm as a step, or the refund left in doubt. */
+static step_result refund_answered(request *req, void *arg)
+{
+    refund *r = arg;
+    if (fault_point_blocks("after-refund") && !req->may_block && req->runner)
+        return request_blocking_then(req, refund_answered, r);
     /* The protocol answers a refund with success or not at all: anything else is in doubt, and
      * the refund stays pending (its money held) until a retry or the recoverer confirms it. */
     fault_point("after-refund");
     if (r->processor.status != PROC_APPROVED) {
         reply_in_doubt(req);
-        return;
+        return STEP_DONE;
     }
-    write_result w = commit_response(req, confirm_refund, r);
-    if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
-        reply_in_doubt(req);
+    return commit_response_then(req, confirm_refund, r, confirmed, r);
 }
 
-/* Goes on with a refund this claim reserved earlier: confirm it, or answer it again. */
-static void resume_refund(request *req, refund *r)
+static void processor_refunded(proc_result result, db_failure failure, void *arg)
 {
-    if (!strcmp(r->status, "pending"))
-        finish_refund(req, r);
-    else
-        reply_json(req, 201, new_refund_json(r));
+    refund *r = arg;
+    r->processor = result;
+    request_wake(r->req, failure, refund_answered, r);
+}
+
+/* The processor's part, started: the builtin processor's refund record's commit, or an HTTP
+ * processor's answer on its client's thread, runs the next step. Without a runner (the
+ * recoverer) the call blocks. */
+static step_result refund_at_processor(request *req, void *arg)
+{
+    refund *r = arg;
+    processor *proc = req->app->processor;
+    if (req->runner) {
+        processor_refund_start(proc, req->idem->processor_key, r->charge_id, r->amount,
+                               processor_refunded, r);
+        return STEP_WAITING;
+    }
+    r->processor = processor_refund(proc, req->idem->processor_key, r->charge_id, r->amount);
+    return refund_answered(req, r);
+}
+
+/* Goes on with a refund this claim reserved earlier: confirm it (reserved_refund answered one
+ * that succeeded already). */
+static step_result resume_refund(request *req, refund *r)
+{
+    if (strcmp(r->status, "pending") != 0)
+        return STEP_DONE;
+    return refund_at_processor(req, r);
 }
 
 /* ---- validation ---- */
@@ -197,43 +254,26 @@ static bool payment_or_reply(request *req, db_conn *db, refund *r, payment_row *
 }
 
 /* The refund this claim already reserved, if a retry (or the recoverer) resumed the claim
- * after the processor went quiet. A fresh claim has a processor key no refund carries yet. */
+ * after the processor went quiet. A fresh claim has a processor key no refund carries yet. One
+ * that succeeded already is answered here, from its row. */
 static bool reserved_refund(request *req, db_conn *db, refund *r)
 {
     db_stmt *st = db_query(db,
-                           "SELECT id, amount, reason, status, created_at FROM refunds "
+                           "SELECT " REFUND_COLUMNS " FROM refunds "
                            "WHERE processor_key = $1 AND payment_id = $2",
                            "si", req->idem->processor_key, (int64_t)r->payment_id);
     bool found = db_step(st) == DB_ROW;
     if (found) {
         r->id = (uint64_t)db_int(st, 0);
-        r->amount = db_int(st, 1);
-        r->reason = db_text(st, 2) ? arena_strdup(&req->arena, db_text(st, 2)) : NULL;
-        snprintf(r->status, sizeof r->status, "%s", db_text(st, 3));
-        r->created_at = db_int(st, 4);
+        r->amount = db_int(st, 2);
+        r->reason = db_text(st, 3) ? arena_strdup(&req->arena, db_text(st, 3)) : NULL;
+        snprintf(r->status, sizeof r->status, "%s", db_text(st, 4));
+        r->created_at = db_int(st, 5);
+        if (strcmp(r->status, "pending") != 0)
+            resource_reply(req, &refund_resource, st, 201);
     }
     db_done(st);
     return found;
-}
-
-static bool body_or_reply(request *req, refund *r)
-{
-    static const body_field fields[] = {
-        {"amount", FIELD_INTEGER, false, 1, MAX_AMOUNT},
-        {"reason", FIELD_STRING, false, 1, 32},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return false;
-    r->req = req;
-    r->amount = body_int(req, "amount", 0);
-    r->reason = body_string(req, "reason");
-    if (r->reason && strcmp(r->reason, "requested_by_customer") != 0 &&
-        strcmp(r->reason, "duplicate") != 0 && strcmp(r->reason, "fraudulent") != 0) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "reason",
-                            "reason must be requested_by_customer, duplicate or fraudulent");
-        return false;
-    }
-    return true;
 }
 
 /* Business refusals seen before anything moves (stored as the key's answer). The reserve job
@@ -264,43 +304,74 @@ static bool refundable_or_reply(request *req, refund *r, const payment_row *p)
  * once an answer (400/404) is set. */
 static db_conn *refund_request_or_reply(request *req, refund *r, payment_row *p)
 {
-    if (!body_or_reply(req, r))
-        return NULL;
+    const refund_input *in = req->input;
+    r->req = req;
+    r->amount = in->amount;
+    r->reason = in->reason;
     db_conn *db = reader_or_reply(req);
     return db && payment_or_reply(req, db, r, p) ? db : NULL;
 }
 
-void refunds_create(request *req)
+/* A refund between its steps: the payment as prepare read it travels with it. */
+typedef struct refund_request {
+    refund r;
+    payment_row payment;
+} refund_request;
+
+/* Before the key is claimed (on the HTTP thread): the payment, or 404 with no key written. */
+void refunds_prepare(request *req)
 {
-    refund r = {0};
-    payment_row p;
-    db_conn *db = refund_request_or_reply(req, &r, &p);
-    if (!db)
-        return;
-    if (req->idem->resumed && reserved_refund(req, db, &r)) {
-        resume_refund(req, &r);
-        return;
-    }
-    if (!refundable_or_reply(req, &r, &p))
-        return;
-    r.id = app_next_id(req->app);
-    r.created_at = created_at_of(r.id);
-    write_result w = commit_response(req, reserve_refund, &r);
+    refund_request *rr = arena_alloc(&req->arena, sizeof *rr); /* zeroed */
+    if (refund_request_or_reply(req, &rr->r, &rr->payment))
+        req->prepared = rr;
+}
+
+/* A refund just reserved goes to the processor. */
+static step_result reserved_at_processor(request *req, void *arg)
+{
+    if (fault_point_blocks("before-refund") && !req->may_block && req->runner)
+        return request_blocking_then(req, reserved_at_processor, arg);
+    fault_point("before-refund");
+    return refund_at_processor(req, arg);
+}
+
+static step_result reserved(request *req, void *arg)
+{
+    refund *r = arg;
+    write_result w = (write_result)req->write_rc;
     if (w == WRITE_REFUSED || w == WRITE_FENCED || (w == WRITE_OK && req->status))
-        return; /* refused, or the key moved on: the answer is set */
+        return STEP_DONE; /* refused, or the key moved on: the answer is set */
     if (w != WRITE_OK) {
         /* nothing was reserved and nothing reached the processor; a retry reserves afresh */
-        reply_header(req, "Retry-After", "1");
-        reply_error(req, ERR_DATABASE_UNAVAILABLE,
-                    "the refund could not be reserved; retry with the same Idempotency-Key");
-        return;
+        reply_not_stored(req, w, "refund", "Idempotency-Key");
+        return STEP_DONE;
     }
-    fault_point("before-refund");
-    finish_refund(req, &r);
+    return reserved_at_processor(req, r);
+}
+
+/* After the claim: a refund this key reserved before goes on; a new one is reserved. */
+step_result refunds_create(request *req, void *prepared)
+{
+    refund_request *rr = prepared;
+    refund *r = &rr->r;
+    if (req->idem->resumed) {
+        if (!req->may_block && req->runner)
+            return request_blocking_then(req, refunds_create, rr); /* a read */
+        db_conn *db = reader_or_reply(req);
+        if (!db)
+            return STEP_DONE;
+        if (reserved_refund(req, db, r))
+            return resume_refund(req, r);
+    }
+    if (!refundable_or_reply(req, r, &rr->payment))
+        return STEP_DONE;
+    new_row_id(req, &r->id, &r->created_at);
+    return commit_response_then(req, reserve_refund, r, reserved, r);
 }
 
 /* The recoverer's path: finish a refund this claim reserved; never start one for a client that
- * is gone (nothing reached the processor before the reservation, so releasing is exact). */
+ * is gone (nothing reached the processor before the reservation, so releasing is exact). With
+ * no runner every step below runs here, in turn. */
 void refunds_recover(request *req)
 {
     refund r = {0};
@@ -320,7 +391,7 @@ static const list_query refunds_list_query = {
     .parent_column = "payment_id",
     .created_index = 5,
     .id_index = 0,
-    .to_json = refund_json,
+    .write_row = write_refund_row,
 };
 
 void refunds_list(request *req)

@@ -1,39 +1,73 @@
 /* The route table: every endpoint of the contract, as data. Flags decide auth, threading,
- * idempotency and body parsing in one place (server/pipeline.c); handlers never repeat them. */
+ * idempotency and body parsing in one place (server/pipeline.c); the declared body and query
+ * (http/schema.h) are validated there too, before any key is claimed. Handlers never repeat
+ * any of it. */
+#include "api/routes.h"
+
 #include "api/dashboard.h"
+#include "api/enums.h"
 #include "api/handlers.h"
+#include "api/pagination.h"
 #include "api/stats.h"
-#include "http/route.h"
 
-#define AUTH    ROUTE_AUTH
-#define WRITE   (ROUTE_AUTH | ROUTE_BLOCKING | ROUTE_JSON_BODY)
-#define IDEM    ROUTE_IDEM_REQUIRED
-#define IDEM_OK ROUTE_IDEM_OPTIONAL
+#define AUTH           ROUTE_AUTH
+#define WRITE          (ROUTE_AUTH | ROUTE_WRITES | ROUTE_JSON_BODY)
+#define IDEM           ROUTE_IDEM_REQUIRED
+#define IDEM_OK        ROUTE_IDEM_OPTIONAL
+#define CLAIM_IN_WRITE ROUTE_CLAIM_IN_WRITE
 
-#define R(method, pattern, handler, flags)                                                         \
+#define R(method_, pattern_, handler_, flags_)                                                     \
     {                                                                                              \
-        method, pattern, handler, flags, pattern, NULL, NULL                                       \
+        .method = method_, .pattern = pattern_, .handler = handler_, .flags = flags_,              \
+        .name = pattern_                                                                           \
     }
-#define R_RECOVER(method, pattern, handler, flags, recover)                                        \
-    {                                                                                              \
-        method, pattern, handler, flags, pattern, recover, NULL                                    \
-    }
-
 /* A route that reads query parameters declares them. */
-#define R_QUERY(method, pattern, handler, flags, query)                                            \
+#define R_QUERY(method_, pattern_, handler_, flags_, query_)                                       \
     {                                                                                              \
-        method, pattern, handler, flags, pattern, NULL, query                                      \
+        .method = method_, .pattern = pattern_, .handler = handler_, .flags = flags_,              \
+        .name = pattern_, .query = &query_                                                         \
+    }
+/* A route written as steps (request/step.h): prepare before the claim, start after it. */
+#define R_STEPS(method_, pattern_, prepare_, start_, flags_, body_, recover_)                      \
+    {                                                                                              \
+        .method = method_, .pattern = pattern_, .flags = flags_, .name = pattern_, .body = &body_, \
+        .recover = recover_, .prepare = prepare_, .start = start_                                  \
     }
 
-#define PAGE "limit", "cursor"
-static const char *const page_query[] = {PAGE, NULL};
-static const char *const payments_list_query[] = {PAGE, "status", "created_gte", "created_lt",
-                                                  NULL};
-static const char *const payments_count_query[] = {"status", "created_gte", "created_lt", NULL};
-static const char *const orders_list_query[] = {PAGE, "status", NULL};
-static const char *const payments_stats_query[] = {"interval", "created_gte", "created_lt", NULL};
-static const char *const api_keys_list_query[] = {PAGE, "status", NULL};
-static const char *const events_list_query[] = {PAGE, "type", "created_gte", "created_lt", NULL};
+/* The same for a route that takes no body and has no prepare step. */
+#define R_START(method_, pattern_, start_, flags_)                                                 \
+    {                                                                                              \
+        .method = method_, .pattern = pattern_, .flags = flags_, .name = pattern_, .start = start_ \
+    }
+
+static const field page_fields[] = {LIST_LIMIT, LIST_CURSOR};
+static const schema page_query = SCHEMA(list_params, page_fields);
+static const field payments_list_fields[] = {LIST_LIMIT, LIST_CURSOR,
+                                             LIST_FILTER("status", payment_statuses),
+                                             LIST_CREATED_GTE, LIST_CREATED_LT};
+static const schema payments_list_query = SCHEMA(list_params, payments_list_fields);
+static const field payments_count_fields[] = {LIST_FILTER("status", payment_statuses),
+                                              LIST_CREATED_GTE, LIST_CREATED_LT};
+static const schema payments_count_query = SCHEMA(list_params, payments_count_fields);
+static const field payments_stats_fields[] = {
+    {.name = "interval",
+     .kind = KIND_ENUM,
+     IN(list_params, interval),
+     .values = stats_intervals,
+     .dflt = "day"},
+    LIST_CREATED_GTE,
+    LIST_CREATED_LT,
+};
+static const schema payments_stats_query = SCHEMA(list_params, payments_stats_fields);
+static const field orders_list_fields[] = {LIST_LIMIT, LIST_CURSOR,
+                                           LIST_FILTER("status", order_statuses)};
+static const schema orders_list_query = SCHEMA(list_params, orders_list_fields);
+static const field api_keys_list_fields[] = {LIST_LIMIT, LIST_CURSOR,
+                                             LIST_FILTER("status", api_key_statuses)};
+static const schema api_keys_list_query = SCHEMA(list_params, api_keys_list_fields);
+static const field events_list_fields[] = {
+    LIST_LIMIT, LIST_CURSOR, LIST_FILTER("type", event_types), LIST_CREATED_GTE, LIST_CREATED_LT};
+static const schema events_list_query = SCHEMA(list_params, events_list_fields);
 
 const route payd_routes[] = {
     R("GET", "/healthz", ops_healthz, 0),
@@ -43,48 +77,59 @@ const route payd_routes[] = {
     R("GET", "/", dashboard_index, 0),
     R("GET", "/assets/{file}", dashboard_asset, 0),
 
-    R("POST", "/v1/accounts", accounts_create, WRITE | IDEM_OK),
+    R_STEPS("POST", "/v1/accounts", NULL, accounts_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,
+            accounts_create_body, NULL),
     R_QUERY("GET", "/v1/accounts", accounts_list, AUTH, page_query),
     R("GET", "/v1/accounts/{id}", accounts_get, AUTH),
     R_QUERY("GET", "/v1/accounts/{id}/payments", payments_list, AUTH, payments_list_query),
     R_QUERY("GET", "/v1/accounts/{id}/payments/count", payments_count, AUTH, payments_count_query),
     R_QUERY("GET", "/v1/accounts/{id}/payments/stats", payments_stats, AUTH, payments_stats_query),
 
-    R_RECOVER("POST", "/v1/payments", payments_create, WRITE | IDEM, payments_recover),
+    R_STEPS("POST", "/v1/payments", payments_prepare, payments_create, WRITE | IDEM,
+            payments_create_body, payments_recover),
     R("GET", "/v1/payments/{id}", payments_get, AUTH),
-    R_RECOVER("POST", "/v1/payments/{id}/refunds", refunds_create, WRITE | IDEM, refunds_recover),
+    R_STEPS("POST", "/v1/payments/{id}/refunds", refunds_prepare, refunds_create, WRITE | IDEM,
+            refunds_create_body, refunds_recover),
     R_QUERY("GET", "/v1/payments/{id}/refunds", refunds_list, AUTH, page_query),
 
-    R("POST", "/v1/orders", orders_create, WRITE | IDEM_OK),
+    R_STEPS("POST", "/v1/orders", NULL, orders_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,
+            orders_create_body, NULL),
     R_QUERY("GET", "/v1/orders", orders_list, AUTH, orders_list_query),
     R("GET", "/v1/orders/{id}", orders_get, AUTH),
-    R("PUT", "/v1/orders/{id}/status", orders_set_status, WRITE),
+    R_STEPS("PUT", "/v1/orders/{id}/status", NULL, orders_set_status, WRITE, orders_status_body,
+            NULL),
 
-    R("POST", "/v1/transfers", transfers_create, WRITE),
+    R_STEPS("POST", "/v1/transfers", transfers_prepare, transfers_create, WRITE,
+            transfers_create_body, NULL),
     R("GET", "/v1/transfers/{id}", transfers_get, AUTH),
     R("GET", "/v1/transfers/by-biz-seq/{biz_seq}", transfers_get_by_biz_seq, AUTH),
     R_QUERY("GET", "/v1/accounts/{id}/transfers", transfers_list, AUTH, page_query),
 
     R("GET", "/v1/users/me", users_me, AUTH),
-    R("PATCH", "/v1/users/me", users_update, WRITE),
+    R_STEPS("PATCH", "/v1/users/me", NULL, users_update, WRITE, users_update_body, NULL),
 
     R_QUERY("GET", "/v1/api_keys", api_keys_list, AUTH, api_keys_list_query),
-    R("POST", "/v1/api_keys", api_keys_create, WRITE),
-    R("DELETE", "/v1/api_keys/{id}", api_keys_revoke, AUTH | ROUTE_BLOCKING),
+    R_STEPS("POST", "/v1/api_keys", NULL, api_keys_create, WRITE, api_keys_create_body, NULL),
+    R_START("DELETE", "/v1/api_keys/{id}", api_keys_revoke, AUTH | ROUTE_WRITES),
 
-    R("POST", "/v1/products", products_create, WRITE | IDEM_OK),
+    R_STEPS("POST", "/v1/products", NULL, products_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,
+            products_create_body, NULL),
     R("GET", "/v1/products/{sku}", products_get, AUTH),
-    R("PATCH", "/v1/products/{sku}", products_update, WRITE),
-    R("POST", "/v1/products/{sku}/reservations", reservations_create, WRITE | IDEM),
+    R_STEPS("PATCH", "/v1/products/{sku}", NULL, products_update, WRITE, products_update_body,
+            NULL),
+    R_STEPS("POST", "/v1/products/{sku}/reservations", reservations_prepare, reservations_create,
+            WRITE | IDEM | CLAIM_IN_WRITE, reservations_create_body, NULL),
 
     /* events and webhooks (§15) */
     R_QUERY("GET", "/v1/events", events_list, AUTH, events_list_query),
     R("GET", "/v1/events/{id}", events_get, AUTH),
-    R("POST", "/v1/webhook_endpoints", webhooks_create, WRITE | IDEM_OK),
+    R_STEPS("POST", "/v1/webhook_endpoints", NULL, webhooks_create,
+            WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_create_body, NULL),
     R_QUERY("GET", "/v1/webhook_endpoints", webhooks_list, AUTH, page_query),
     R("GET", "/v1/webhook_endpoints/{id}", webhooks_get, AUTH),
-    R("PATCH", "/v1/webhook_endpoints/{id}", webhooks_update, WRITE),
-    R("DELETE", "/v1/webhook_endpoints/{id}", webhooks_delete, AUTH | ROUTE_BLOCKING),
+    R_STEPS("PATCH", "/v1/webhook_endpoints/{id}", NULL, webhooks_update, WRITE,
+            webhooks_update_body, NULL),
+    R_START("DELETE", "/v1/webhook_endpoints/{id}", webhooks_delete, AUTH | ROUTE_WRITES),
     R_QUERY("GET", "/v1/webhook_endpoints/{id}/deliveries", webhooks_deliveries, AUTH, page_query),
 };
 

@@ -5,12 +5,12 @@
  * touches both, the order the balance update already imposes, so it adds no new lock order. */
 #include "api/stats.h"
 
-#include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/common.h"
 #include "api/handlers.h"
+#include "api/pagination.h"
 #include "core/timefmt.h"
 
 #define HOUR_US (3600LL * 1000000)
@@ -62,22 +62,13 @@ db_status stats_add_payments(db_conn *db, uint64_t account_id, int64_t gte, int6
 
 /* ---- GET /v1/accounts/{id}/payments/stats ---- */
 
-/* A bound is optional; when given it must be an RFC 3339 time on a bucket boundary (a UTC hour,
- * or a UTC midnight for days), since the rollup cannot split a bucket. */
-static bool bound_or_reply(request *req, const char *name, int64_t width, const char *unit,
-                           int64_t *out, bool *given)
+/* A bound is optional; when given it must fall on a bucket boundary (a UTC hour, or a UTC
+ * midnight for days), since the rollup cannot split a bucket. */
+static bool bound_or_reply(request *req, const char *name, const input_time *bound, int64_t width,
+                           const char *unit)
 {
-    const char *s = request_query(req, name);
-    *given = s != NULL;
-    if (!s)
-        return true;
-    char detail[160];
-    if (parse_rfc3339(s, out) != 0) {
-        snprintf(detail, sizeof detail, "%s must be an RFC 3339 time", name);
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
-        return false;
-    }
-    if (*out % width != 0) {
+    if (bound->text && bound->us % width != 0) {
+        char detail[160];
         snprintf(detail, sizeof detail, "%s must fall on the start of a UTC %s, such as %s", name,
                  unit, width == HOUR_US ? "2026-11-30T08:00:00Z" : "2026-11-30T00:00:00Z");
         reply_invalid_param(req, ERR_INVALID_PARAMETER, name, detail);
@@ -112,20 +103,15 @@ void payments_stats(request *req)
         reply_error(req, ERR_RESOURCE_MISSING, "no such account");
         return;
     }
-    const char *interval = request_query(req, "interval");
-    if (!interval)
-        interval = "day";
-    int64_t width = !strcmp(interval, "hour") ? HOUR_US : !strcmp(interval, "day") ? DAY_US : 0;
-    if (!width) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "interval", "interval must be hour or day");
-        return;
-    }
+    const list_params *in = req->input;
+    const char *interval = in->interval; /* hour or day, day by default */
+    int64_t width = !strcmp(interval, "hour") ? HOUR_US : DAY_US;
     const char *unit = width == HOUR_US ? "hour" : "day";
-    int64_t gte = 0, lt = 0;
-    bool has_gte, has_lt;
-    if (!bound_or_reply(req, "created_gte", width, unit, &gte, &has_gte) ||
-        !bound_or_reply(req, "created_lt", width, unit, &lt, &has_lt))
+    if (!bound_or_reply(req, "created_gte", &in->created_gte, width, unit) ||
+        !bound_or_reply(req, "created_lt", &in->created_lt, width, unit))
         return;
+    int64_t gte = in->created_gte.us, lt = in->created_lt.us;
+    bool has_gte = in->created_gte.text != NULL, has_lt = in->created_lt.text != NULL;
     if (has_gte && has_lt && gte >= lt) {
         reply_invalid_param(req, ERR_INVALID_PARAMETER, "created_lt",
                             "created_lt must be later than created_gte");

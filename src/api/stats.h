@@ -6,7 +6,7 @@
  * succeeded (status succeeded, partially_refunded or refunded), their amount, and the amount
  * refunded from them so far; a refund counts in its payment's bucket, whenever it happens, so
  * the rollup always equals a sum over the payments table. */
-#include "http/request.h"
+#include "request/request.h"
 #include "store/db.h"
 
 /* GET /v1/accounts/{id}/payments/stats?interval=hour|day&created_gte=&created_lt= */

@@ -5,6 +5,7 @@
  * answer on the row. The row, both balance changes and the answer commit together, so a
  * transfer is either recorded with its answer or did not happen; a repeat replays the answer. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/common.h"
@@ -15,18 +16,65 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 
-#define TRANSFER_COLUMNS                                                                           \
-    "t.id, t.biz_seq, t.from_account, t.to_account, t.amount, t.currency, t.status, t.created_at"
+/* The columns of a transfer, each after `t` (the list joins the legs, which share names). */
+#define TRANSFER_COLUMNS_OF(t)                                                                     \
+    t "id, " t "biz_seq, " t "from_account, " t "to_account, " t "amount, " t "currency, " t       \
+      "status, " t "created_at"
+#define TRANSFER_COLUMNS TRANSFER_COLUMNS_OF("")
 
-json_t *transfer_json(db_stmt *st)
+static void write_transfer_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:s, s:o, s:o, s:I, s:s, s:s, s:o}", "id",
-                     json_id("tr", (uint64_t)db_int(st, 0)), "object", "transfer", "biz_seq",
-                     db_text(st, 1), "from_account", json_id("acct", (uint64_t)db_int(st, 2)),
-                     "to_account", json_id("acct", (uint64_t)db_int(st, 3)), "amount",
-                     (json_int_t)db_int(st, 4), "currency", db_text(st, 5), "status",
-                     db_text(st, 6), "created_at", json_time(db_int(st, 7)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "tr", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "transfer");
+    jw_member_string(w, "biz_seq", db_text(st, 1));
+    jw_member_id(w, "from_account", "acct", (uint64_t)db_int(st, 2));
+    jw_member_id(w, "to_account", "acct", (uint64_t)db_int(st, 3));
+    jw_member_int(w, "amount", db_int(st, 4));
+    jw_member_string(w, "currency", db_text(st, 5));
+    jw_member_string(w, "status", db_text(st, 6));
+    jw_member_time(w, "created_at", db_int(st, 7));
+    jw_object_end(w);
 }
+
+const resource transfer_resource = {
+    .noun = "transfer",
+    RESOURCE_TABLE("transfers", TRANSFER_COLUMNS, "user_id"),
+    .id_prefix = "tr",
+    .path = "/v1/transfers/",
+    .write_row = write_transfer_row,
+};
+
+/* POST /v1/transfers (§7) */
+typedef struct transfer_input {
+    const char *biz_seq, *description;
+    input_id from, to;
+    int64_t amount;
+    char currency[4];
+} transfer_input;
+
+static const field transfer_fields[] = {
+    {.name = "biz_seq",
+     .kind = KIND_STRING,
+     .required = true,
+     IN(transfer_input, biz_seq),
+     .min = 1,
+     .max = 64},
+    {.name = "from_account",
+     .kind = KIND_ID,
+     .required = true,
+     IN(transfer_input, from),
+     .prefix = "acct"},
+    {.name = "to_account",
+     .kind = KIND_ID,
+     .required = true,
+     IN(transfer_input, to),
+     .prefix = "acct"},
+    AMOUNT_FIELD(transfer_input, amount, true),
+    CURRENCY_FIELD(transfer_input, currency),
+    DESCRIPTION_FIELD(transfer_input, description, 500),
+};
+const schema transfers_create_body = SCHEMA(transfer_input, transfer_fields);
 
 typedef struct transfer {
     request *req;
@@ -36,23 +84,6 @@ typedef struct transfer {
     const char *biz_seq, *description;
     char fingerprint[65];
 } transfer;
-
-static json_t *new_transfer_json(const transfer *t, const char *status)
-{
-    return json_pack("{s:o, s:s, s:s, s:o, s:o, s:I, s:s, s:s, s:o}", "id", json_id("tr", t->id),
-                     "object", "transfer", "biz_seq", t->biz_seq, "from_account",
-                     json_id("acct", t->from), "to_account", json_id("acct", t->to), "amount",
-                     (json_int_t)t->amount, "currency", t->currency, "status", status, "created_at",
-                     json_time(t->created_at));
-}
-
-static void set_location(request *req, uint64_t id)
-{
-    char location[64], s[ID_STR_MAX];
-    id_format(id, "tr", s);
-    snprintf(location, sizeof location, "/v1/transfers/%s", s);
-    reply_header(req, "Location", location);
-}
 
 /* biz_seq seen before: the same request gets its recorded answer again, another one 422. */
 static int replay_or_reused(db_conn *db, transfer *t)
@@ -72,8 +103,9 @@ static int replay_or_reused(db_conn *db, transfer *t)
         int status = (int)db_int(st, 2);
         const char *body = db_text(st, 3);
         reply_raw(req, status, body, strlen(body));
-        if (status == 201)
-            set_location(req, (uint64_t)db_int(st, 0));
+        char id[ID_STR_MAX];
+        id_format((uint64_t)db_int(st, 0), "tr", id);
+        resource_headers(req, &transfer_resource, status, id, 0);
         reply_header(req, "Idempotent-Replayed", "true");
     }
     db_done(st);
@@ -86,6 +118,35 @@ static int add_legs(db_conn *db, const transfer *t)
                            "INSERT INTO transfer_legs (account_id, created_at, transfer_id) "
                            "VALUES ($1, $3, $4), ($2, $3, $4)",
                            "iiii", (int64_t)t->from, (int64_t)t->to, t->created_at, (int64_t)t->id);
+    return rc;
+}
+
+/* A transfer refused for its balance: the row says failed and holds the refusal (req's answer)
+ * for replays, and its event carries the row as it is now. */
+static int fail_transfer(db_conn *db, const transfer *t)
+{
+    request *req = t->req;
+    db_stmt *st = db_query(db,
+                           "UPDATE transfers SET status = 'failed', response_status = $2, "
+                           "response_body = $3 WHERE id = $1 RETURNING " TRANSFER_COLUMNS,
+                           "iis", (int64_t)t->id, (int64_t)req->status, req->resp_body);
+    db_status rc = db_step(st);
+    char *failed = NULL;
+    if (rc == DB_ROW) {
+        jsonw w;
+        jw_init(&w);
+        write_transfer_row(st, &w);
+        failed = jw_take(&w, NULL);
+    }
+    db_done(st);
+    if (rc == DB_ROW)
+        rc = add_legs(db, t);
+    else if (rc == DB_DONE)
+        rc = DB_ERROR; /* the row this job inserted is gone */
+    /* §15: the event commits with the failed transfer */
+    if (rc == DB_DONE)
+        rc = event_record(db, req, "transfer.failed", failed);
+    free(failed);
     return rc;
 }
 
@@ -102,86 +163,63 @@ static int run_transfer(db_conn *db, void *arg)
 {
     transfer *t = arg;
     request *req = t->req;
-    /* The row goes in first, carrying the success answer; the index decides whether we own
-     * this biz_seq. */
-    json_t *ok = new_transfer_json(t, "succeeded");
-    char *ok_body = json_dumps(ok, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    db_status rc =
-        db_exec(db,
-                "INSERT INTO transfers (id, user_id, biz_seq, fingerprint, from_account, "
-                "to_account, amount, currency, description, status, response_status, "
-                "response_body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                "'succeeded', 201, $10, $11) ON CONFLICT (user_id, biz_seq) DO NOTHING",
-                "iissiiisssi", (int64_t)t->id, (int64_t)req->user.id, t->biz_seq, t->fingerprint,
-                (int64_t)t->from, (int64_t)t->to, t->amount, t->currency, t->description, ok_body,
-                t->created_at);
-    free(ok_body);
-    if (rc != DB_DONE || db_changes(db) == 0) {
-        json_decref(ok);
+    /* The row goes in first, as succeeded, and is the answer; the index decides whether we own
+     * this biz_seq. The answer is stored on the row once the money moved. */
+    bool seen;
+    db_status rc = resource_created(
+        req, &transfer_resource,
+        db_query(db,
+                 "INSERT INTO transfers (id, user_id, biz_seq, fingerprint, from_account, "
+                 "to_account, amount, currency, description, status, response_status, "
+                 "response_body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                 "'succeeded', 201, '', $10) ON CONFLICT (user_id, biz_seq) DO NOTHING "
+                 "RETURNING " TRANSFER_COLUMNS,
+                 "iissiiissi", (int64_t)t->id, (int64_t)req->user.id, t->biz_seq, t->fingerprint,
+                 (int64_t)t->from, (int64_t)t->to, t->amount, t->currency, t->description,
+                 t->created_at),
+        &seen);
+    if (rc != DB_DONE || seen)
         return rc != DB_DONE ? rc : replay_or_reused(db, t);
-    }
     /* Rows are locked in id order, so two transfers between the same accounts in opposite
      * directions never wait on each other (on PostgreSQL they would deadlock). When the credited
      * account comes first, a refused debit undoes its credit in this same transaction. */
     bool credit_first = t->to < t->from;
-    if (credit_first && (rc = credit(db, t, t->amount, 1)) != DB_DONE) {
-        json_decref(ok);
+    if (credit_first && (rc = credit(db, t, t->amount, 1)) != DB_DONE)
         return rc;
-    }
     rc = db_exec(db,
                  "UPDATE accounts SET balance = balance - $3, version = version + 1, "
                  "updated_at = $4 WHERE id = $1 AND user_id = $2 AND balance >= $3",
                  "iiii", (int64_t)t->from, (int64_t)req->user.id, t->amount, t->created_at);
     if (rc == DB_DONE && db_changes(db) == 0) {
         /* recorded as failed, balances untouched: the same biz_seq replays this answer */
-        json_decref(ok);
         if (credit_first && (rc = credit(db, t, -t->amount, -1)) != DB_DONE)
             return rc;
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the source account's balance is too low");
-        rc = db_exec(db,
-                     "UPDATE transfers SET status = 'failed', response_status = $2, "
-                     "response_body = $3 WHERE id = $1",
-                     "iis", (int64_t)t->id, (int64_t)req->status, req->resp_body);
-        if (rc == DB_DONE)
-            rc = add_legs(db, t);
-        /* §15: the event commits with the failed transfer */
-        return rc != DB_DONE
-                   ? rc
-                   : event_record_json(db, req, "transfer.failed", new_transfer_json(t, "failed"));
+        return fail_transfer(db, t);
     }
     if (rc == DB_DONE && !credit_first)
         rc = credit(db, t, t->amount, 1);
     if (rc == DB_DONE)
         rc = add_legs(db, t);
-    if (rc != DB_DONE) {
-        json_decref(ok);
-        return rc;
-    }
-    set_location(req, t->id);
-    reply_json(req, 201, ok);
+    if (rc == DB_DONE)
+        rc = db_exec_checked(db, 1, DB_ERROR,
+                             "UPDATE transfers SET response_body = $2 WHERE id = $1", "is",
+                             (int64_t)t->id, req->resp_body);
     /* §15: the event commits with the transfer */
-    return event_record_reply(db, req, "transfer.succeeded", NULL);
+    return rc != DB_DONE ? rc : event_record_reply(db, req, "transfer.succeeded", NULL);
 }
 
-/* Validation: 400 and 404 answers, not recorded, so a corrected request may use the biz_seq. */
+/* The rest of validation (prepare, on the HTTP thread): 400 and 404 answers, not recorded, so a
+ * corrected request may use the biz_seq. */
 static bool read_transfer_or_reply(request *req, transfer *t)
 {
-    static const body_field fields[] = {
-        {"biz_seq", FIELD_STRING, true, 1, 64},    {"from_account", FIELD_STRING, true, 1, 64},
-        {"to_account", FIELD_STRING, true, 1, 64}, {"amount", FIELD_INTEGER, true, 1, MAX_AMOUNT},
-        {"currency", FIELD_STRING, true, 3, 3},    {"description", FIELD_STRING, false, 0, 500},
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return false;
+    const transfer_input *in = req->input;
     t->req = req;
-    t->biz_seq = body_string(req, "biz_seq");
-    t->description = body_string(req, "description");
-    t->amount = body_int(req, "amount", 0);
-    if (!normalize_currency(body_string(req, "currency"), t->currency)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "currency", "currency must be 3 letters");
-        return false;
-    }
-    if (!strcmp(body_string(req, "from_account"), body_string(req, "to_account"))) {
+    t->biz_seq = in->biz_seq;
+    t->description = in->description;
+    t->amount = in->amount;
+    memcpy(t->currency, in->currency, sizeof t->currency);
+    if (!strcmp(in->from.text, in->to.text)) {
         reply_invalid_param(req, ERR_INVALID_PARAMETER, "to_account",
                             "a transfer needs two different accounts");
         return false;
@@ -189,12 +227,12 @@ static bool read_transfer_or_reply(request *req, transfer *t)
     db_conn *db = reader_or_reply(req);
     if (!db)
         return false;
-    const char *names[2] = {"from_account", "to_account"};
-    uint64_t *ids[2] = {&t->from, &t->to};
+    t->from = in->from.id;
+    t->to = in->to.id;
+    uint64_t ids[2] = {t->from, t->to};
     for (int i = 0; i < 2; i++) {
         char currency[4];
-        if (id_parse(body_string(req, names[i]), "acct", ids[i]) != 0 ||
-            !account_owned(db, req->user.id, *ids[i], currency)) {
+        if (!ids[i] || !account_owned(db, req->user.id, ids[i], currency)) {
             reply_error(req, ERR_RESOURCE_MISSING, "no such account");
             return false;
         }
@@ -210,14 +248,17 @@ static bool read_transfer_or_reply(request *req, transfer *t)
     return true;
 }
 
-void transfers_create(request *req)
+void transfers_prepare(request *req)
 {
-    transfer t = {0};
-    if (!read_transfer_or_reply(req, &t))
-        return;
-    t.id = app_next_id(req->app);
-    t.created_at = created_at_of(t.id);
-    write_result w = store_run(req->app->store, run_transfer, &t);
+    transfer *t = arena_alloc(&req->arena, sizeof *t); /* zeroed */
+    if (read_transfer_or_reply(req, t))
+        req->prepared = t;
+}
+
+static step_result transferred(request *req, void *arg)
+{
+    (void)arg;
+    write_result w = write_result_of(req->write_rc);
     if (w != WRITE_OK) {
         /* nothing was kept: the same biz_seq runs the transfer once when retried */
         jsonw line;
@@ -227,55 +268,47 @@ void transfers_create(request *req)
         jw_key(&line, "result");
         jw_string(&line, write_result_name(w));
         log_end(&line);
-        reply_header(req, "Retry-After", "1");
-        reply_error(req, ERR_DATABASE_UNAVAILABLE,
-                    "the transfer could not be stored; retry with the same biz_seq");
+        reply_not_stored(req, w, "transfer", "biz_seq");
     }
+    return STEP_DONE;
 }
 
-static void reply_transfer(request *req, db_stmt *st)
+/* The row, both balances, the legs, the event and the answer: one write job. */
+step_result transfers_create(request *req, void *prepared)
 {
-    if (db_step(st) == DB_ROW)
-        reply_json(req, 200, transfer_json(st));
-    else
-        reply_error(req, ERR_RESOURCE_MISSING, "no such transfer");
-    db_done(st);
+    transfer *t = prepared;
+    new_row_id(req, &t->id, &t->created_at);
+    return request_write_then(req, run_transfer, t, transferred);
 }
 
 void transfers_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "tr", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (db)
-        reply_transfer(req, db_query(db,
-                                     "SELECT " TRANSFER_COLUMNS
-                                     " FROM transfers t WHERE t.id = $1 AND t.user_id = $2",
-                                     "ii", (int64_t)id, (int64_t)req->user.id));
+    resource_get(req, &transfer_resource);
 }
 
 void transfers_get_by_biz_seq(request *req)
 {
     db_conn *db = reader_or_reply(req);
     if (db)
-        reply_transfer(req, db_query(db,
+        resource_answer_get(req, &transfer_resource,
+                            db_query(db,
                                      "SELECT " TRANSFER_COLUMNS
-                                     " FROM transfers t WHERE t.user_id = $1 AND t.biz_seq = $2",
+                                     " FROM transfers WHERE user_id = $1 AND "
+                                     "biz_seq = $2",
                                      "is", (int64_t)req->user.id, req->params[0]));
 }
 
 /* Both directions: one leg row per account a transfer touches, one range scan per page. */
 static const list_query account_transfers_query = {
     .name = "account_transfers",
-    .select = "SELECT " TRANSFER_COLUMNS " FROM transfer_legs l JOIN transfers t "
-              "ON t.id = l.transfer_id",
+    .select = "SELECT " TRANSFER_COLUMNS_OF("t.") " FROM transfer_legs l JOIN transfers t "
+                                                  "ON t.id = l.transfer_id",
     .parent_column = "l.account_id",
     .created_column = "l.created_at",
     .id_column = "l.transfer_id",
     .created_index = 7,
     .id_index = 0,
-    .to_json = transfer_json,
+    .write_row = write_transfer_row,
 };
 
 void transfers_list(request *req)

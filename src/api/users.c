@@ -10,30 +10,49 @@
 
 #define USER_COLUMNS "id, name, email, version, created_at, updated_at"
 
-static json_t *user_json(db_stmt *st)
+static void write_user_row(db_stmt *st, jsonw *w)
 {
-    return json_pack("{s:o, s:s, s:s, s:o, s:I, s:o, s:o}", "id",
-                     json_id("usr", (uint64_t)db_int(st, 0)), "object", "user", "name",
-                     db_text(st, 1), "email", json_string_or_null(db_text(st, 2)), "version",
-                     (json_int_t)db_int(st, 3), "created_at", json_time(db_int(st, 4)),
-                     "updated_at", json_time(db_int(st, 5)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "usr", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "user");
+    jw_member_string(w, "name", db_text(st, 1));
+    jw_member_string(w, "email", db_text(st, 2));
+    jw_member_int(w, "version", db_int(st, 3));
+    jw_member_time(w, "created_at", db_int(st, 4));
+    jw_member_time(w, "updated_at", db_int(st, 5));
+    jw_object_end(w);
 }
+
+/* A user owns itself: its GET is by the caller's own id (users_me), never a path's. */
+static const resource user_resource = {
+    .noun = "user",
+    RESOURCE_TABLE("users", USER_COLUMNS, "id"),
+    .id_prefix = "usr",
+    .version_index = 3,
+    .write_row = write_user_row,
+};
 
 void users_me(request *req)
 {
     db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st = db_query(db, "SELECT " USER_COLUMNS " FROM users WHERE id = $1", "i",
-                           (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW) {
-        if (!etag_not_modified_or_set(req, db_int(st, 3)))
-            reply_json(req, 200, user_json(st));
-    } else {
-        reply_error(req, ERR_RESOURCE_MISSING, "no such user");
-    }
-    db_done(st);
+    if (db)
+        resource_answer_get(req, &user_resource,
+                            db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.id,
+                                     (int64_t)req->user.id));
 }
+
+/* PATCH /v1/users/me (§9) */
+typedef struct user_input {
+    const char *name, *email; /* NULL: unchanged */
+    int64_t version;          /* 0: not given */
+} user_input;
+
+static const field user_fields[] = {
+    {.name = "name", .kind = KIND_STRING, IN(user_input, name), .min = 1, .max = 100},
+    {.name = "email", .kind = KIND_EMAIL, IN(user_input, email), .min = 3, .max = 254},
+    VERSION_FIELD(user_input, version),
+};
+const schema users_update_body = SCHEMA(user_input, user_fields);
 
 typedef struct user_patch {
     request *req;
@@ -59,37 +78,18 @@ static int patch_user(db_conn *db, void *arg)
     if (rc != DB_DONE)
         return rc;
     bool applied = db_changes(db) == 1;
-    return reply_versioned_write(req,
-                                 db_query(db, "SELECT " USER_COLUMNS " FROM users WHERE id = $1",
-                                          "i", (int64_t)req->user.id),
-                                 3, applied, p->expected, p->from_if_match, user_json,
-                                 "no such user");
+    return resource_versioned_reply(
+        req, &user_resource,
+        db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.id, (int64_t)req->user.id),
+        applied, p->expected, p->from_if_match);
 }
 
-static bool valid_email(const char *s)
+step_result users_update(request *req, void *prepared)
 {
-    const char *at = strchr(s, '@');
-    return at && at != s && at[1] && !strchr(at + 1, '@') && !strpbrk(s, " \t\r\n");
-}
-
-void users_update(request *req)
-{
-    static const body_field fields[] = {
-        {"name", FIELD_STRING, false, 1, 100},
-        {"email", FIELD_STRING, false, 3, 254},
-        VERSION_FIELD,
-    };
-    if (!CHECK_BODY_OR_REPLY(req, fields))
-        return;
-    user_patch p = {.req = req,
-                    .name = body_string(req, "name"),
-                    .email = body_string(req, "email"),
-                    .now = now_us()};
-    if (p.email && !valid_email(p.email)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "email", "email must be an address");
-        return;
-    }
-    if_match_version(req, &p.expected, &p.from_if_match);
-    if (store_write(req->app->store, patch_user, &p) != 0)
-        reply_error(req, ERR_INTERNAL, "the user could not be updated");
+    (void)prepared;
+    const user_input *in = req->input;
+    user_patch *p = arena_alloc(&req->arena, sizeof *p);
+    *p = (user_patch){.req = req, .name = in->name, .email = in->email, .now = now_us()};
+    if_match_version(req, in->version, &p->expected, &p->from_if_match);
+    return resource_write_then_answer(req, patch_user, p, "the user could not be updated");
 }

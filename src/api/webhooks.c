@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "api/common.h"
+#include "api/enums.h"
 #include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
@@ -22,50 +23,49 @@
 #define MAX_URL          2048
 
 /* The stored ",a,b," list as a JSON array. */
-static json_t *events_array(const char *stored)
+static void write_events_array(jsonw *w, const char *stored)
 {
-    json_t *out = json_array();
+    jw_array_begin(w);
     const char *p = stored + (*stored == ',');
     while (*p) {
         const char *end = strchr(p, ',');
         if (!end)
             end = p + strlen(p);
-        if (end > p)
-            json_array_append_new(out, json_stringn(p, (size_t)(end - p)));
+        if (end > p) {
+            char type[64];
+            snprintf(type, sizeof type, "%.*s", (int)(end - p), p);
+            jw_string(w, type);
+        }
         p = *end ? end + 1 : end;
     }
-    return out;
+    jw_array_end(w);
 }
 
-static json_t *endpoint_json(db_stmt *st)
+static void write_endpoint_row(db_stmt *st, jsonw *w)
 {
-    return json_pack(
-        "{s:o, s:s, s:s, s:o, s:o, s:b, s:o, s:o}", "id", json_id("we", (uint64_t)db_int(st, 0)),
-        "object", "webhook_endpoint", "url", db_text(st, 1), "events", events_array(db_text(st, 2)),
-        "description", json_string_or_null(db_text(st, 3)), "disabled", db_int(st, 4) != 0,
-        "created_at", json_time(db_int(st, 5)), "updated_at", json_time(db_int(st, 6)));
+    jw_object_begin(w);
+    jw_member_id(w, "id", "we", (uint64_t)db_int(st, 0));
+    jw_member_string(w, "object", "webhook_endpoint");
+    jw_member_string(w, "url", db_text(st, 1));
+    jw_key(w, "events");
+    write_events_array(w, db_text(st, 2));
+    jw_member_string(w, "description", db_text(st, 3));
+    jw_key(w, "disabled");
+    jw_bool(w, db_int(st, 4) != 0);
+    jw_member_time(w, "created_at", db_int(st, 5));
+    jw_member_time(w, "updated_at", db_int(st, 6));
+    jw_object_end(w);
 }
+
+static const resource endpoint_resource = {
+    .noun = "webhook endpoint",
+    RESOURCE_TABLE("webhook_endpoints", ENDPOINT_COLUMNS, "user_id"),
+    .id_prefix = "we",
+    .path = "/v1/webhook_endpoints/",
+    .write_row = write_endpoint_row,
+};
 
 /* ---- validation ---- */
-
-static bool unknown_fields_or_reply(request *req, const char *const *allowed)
-{
-    const char *name;
-    json_t *value;
-    json_object_foreach(req->json, name, value)
-    {
-        bool known = false;
-        for (const char *const *a = allowed; *a && !known; a++)
-            known = !strcmp(*a, name);
-        if (!known) {
-            char detail[160];
-            snprintf(detail, sizeof detail, "'%.100s' is not a parameter of this request", name);
-            reply_invalid_param(req, ERR_UNKNOWN_PARAMETER, name, detail);
-            return false;
-        }
-    }
-    return true;
-}
 
 static bool host_is_private(const char *host)
 {
@@ -86,86 +86,122 @@ static bool host_is_private(const char *host)
     return priv;
 }
 
-/* http(s) only, a host, no user name or password; with --webhook-deny-private no address of
- * the host may be loopback or private. */
-static bool url_or_reply(request *req, json_t *value)
+/* The url field: http(s) only, a host, no user name or password. */
+static bool url_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
 {
-    const char *detail = NULL;
-    if (!json_is_string(value) || json_string_length(value) < 1 ||
-        json_string_length(value) > MAX_URL ||
-        strlen(json_string_value(value)) != json_string_length(value)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "url", "'url' must be a URL string");
-        return false;
-    }
+    (void)f;
+    const char *url = json_string_value(value);
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *user = NULL, *password = NULL;
-    if (curl_url_set(u, CURLUPART_URL, json_string_value(value), 0) != CURLUE_OK)
-        detail = "'url' is not a valid absolute URL";
+    *detail = NULL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+        *detail = "'url' is not a valid absolute URL";
     else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
              (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
-        detail = "'url' must use http or https";
+        *detail = "'url' must use http or https";
     else if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
              curl_url_get(u, CURLUPART_PASSWORD, &password, 0) == CURLUE_OK)
-        detail = "'url' must not carry credentials";
+        *detail = "'url' must not carry credentials";
     else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)
-        detail = "'url' must name a host";
-    else if (req->app->cfg.webhook_deny_private && host_is_private(host))
-        detail = "'url' points to a loopback or private address, which this server refuses";
+        *detail = "'url' must name a host";
     curl_free(scheme);
     curl_free(host);
     curl_free(user);
     curl_free(password);
     curl_url_cleanup(u);
-    if (detail)
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "url", detail);
-    return !detail;
+    if (!*detail)
+        *(const char **)out = arena_strdup(a, url);
+    return !*detail;
 }
 
-/* ["*"] or known types, without repeats, stored as ",a,b," so the outbox INSERT can match. */
-static bool events_or_reply(request *req, json_t *value, char *out, size_t cap)
+/* With --webhook-deny-private no address of the url's host may be loopback or private. It takes
+ * a DNS lookup, so it runs in a step on a thread that may block (url_checked_then), not with the
+ * declared checks. */
+static bool url_allowed_or_reply(request *req, const char *url)
 {
-    size_t n = json_is_array(value) ? json_array_size(value) : 0;
-    bool ok = n >= 1 && n <= 16;
-    size_t len = (size_t)snprintf(out, cap, ",");
+    if (!url || !req->app->cfg.webhook_deny_private)
+        return true;
+    CURLU *u = curl_url();
+    char *host = NULL;
+    bool priv = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+                curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host_is_private(host);
+    curl_free(host);
+    curl_url_cleanup(u);
+    if (priv)
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "url",
+                            "'url' points to a loopback or private address, which this server "
+                            "refuses");
+    return !priv;
+}
+
+/* Runs next(req, ctx), on a worker when url must be looked up (url_allowed_or_reply): the
+ * lookup may block, and the thread a step starts on must not. */
+static step_result url_checked_then(request *req, const char *url, request_step next, void *ctx)
+{
+    if (url && req->app->cfg.webhook_deny_private)
+        return request_blocking_then(req, next, ctx);
+    return next(req, ctx);
+}
+
+/* The events field: ["*"] or distinct known types, kept as ",a,b," so the outbox INSERT can
+ * match. */
+static bool events_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
+{
+    size_t n = json_array_size(value);
+    char list[512];
+    size_t len = (size_t)snprintf(list, sizeof list, ",");
+    bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         const char *t = json_string_value(json_array_get(value, i));
-        bool known = t && !strcmp(t, "*") && n == 1;
-        for (const char *const *e = event_types; t && *e && !known; e++)
-            known = !strcmp(*e, t);
+        bool known = false;
+        for (const char *const *e = f->values; t && *e && !known; e++)
+            known = !strcmp(*e, t) && (n == 1 || strcmp(t, "*") != 0); /* "*" only alone */
         char needle[64];
         snprintf(needle, sizeof needle, ",%s,", t ? t : "");
-        ok = known && !strstr(out, needle);
+        ok = known && !strstr(list, needle);
         if (ok)
-            len += (size_t)snprintf(out + len, cap - len, "%s,", t);
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s,", t);
     }
     if (!ok)
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "events",
-                            "'events' must be [\"*\"] or a list of distinct event types");
+        *detail = "'events' must be [\"*\"] or a list of distinct event types";
+    else
+        *(const char **)out = arena_strdup(a, list);
     return ok;
 }
 
-static bool description_or_reply(request *req, json_t *value, const char **out)
-{
-    *out = NULL;
-    if (!value || json_is_null(value))
-        return true;
-    if (!json_is_string(value) || json_string_length(value) > 200 ||
-        strlen(json_string_value(value)) != json_string_length(value)) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "description",
-                            "'description' must be a string of at most 200 characters");
-        return false;
-    }
-    *out = json_string_value(value);
-    return true;
-}
+typedef struct endpoint_input {
+    const char *url;
+    const char *events; /* ",a,b,"; NULL: not given */
+    const char *description;
+    int disabled; /* -1: not given */
+} endpoint_input;
+
+#define URL_FIELD                                                                                  \
+    .name = "url", .kind = KIND_CUSTOM, IN(endpoint_input, url), .type = "string", .min = 1,       \
+    .max = MAX_URL, .format = "uri", .check = url_check
+#define EVENTS_FIELD                                                                               \
+    .name = "events", .kind = KIND_CUSTOM, IN(endpoint_input, events), .type = "array", .min = 1,  \
+    .max = 16, .values = webhook_event_choices, .check = events_check
+static const field endpoint_fields[] = {
+    {URL_FIELD, .required = true},
+    {EVENTS_FIELD, .required = true},
+    DESCRIPTION_FIELD(endpoint_input, description, 200),
+};
+const schema webhooks_create_body = SCHEMA(endpoint_input, endpoint_fields);
+/* the description is set at creation only */
+static const field endpoint_patch_fields[] = {
+    {URL_FIELD},
+    {EVENTS_FIELD},
+    {.name = "disabled", .kind = KIND_BOOLEAN, IN(endpoint_input, disabled), .absent = -1},
+};
+const schema webhooks_update_body = SCHEMA(endpoint_input, endpoint_patch_fields);
 
 /* ---- create ---- */
 
 typedef struct new_endpoint {
     request *req;
     uint64_t id;
-    const char *url, *description;
-    char events[512];
+    const char *url, *description, *events;
     char secret[80];
     int64_t now;
 } new_endpoint;
@@ -173,81 +209,52 @@ typedef struct new_endpoint {
 static int insert_endpoint(db_conn *db, void *arg)
 {
     new_endpoint *e = arg;
-    db_status rc = db_exec(db,
-                           "INSERT INTO webhook_endpoints (id, user_id, url, events, description, "
-                           "secret, disabled, created_at, updated_at) "
-                           "VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7)",
-                           "iissssi", (int64_t)e->id, (int64_t)e->req->user.id, e->url, e->events,
-                           e->description, e->secret, e->now);
-    if (rc != DB_DONE)
-        return rc;
-    db_stmt *st = db_query(db, "SELECT " ENDPOINT_COLUMNS " FROM webhook_endpoints WHERE id = $1",
-                           "i", (int64_t)e->id);
-    if (db_step(st) != DB_ROW) {
-        db_done(st);
-        return DB_ERROR;
-    }
-    json_t *body = endpoint_json(st);
-    db_done(st);
-    json_object_set_new(body, "secret", json_string(e->secret));
-    char id[ID_STR_MAX];
-    id_format(e->id, "we", id);
-    reply_created(e->req, "/v1/webhook_endpoints", id, body);
-    return 0;
+    /* the secret is shown in this answer only */
+    return resource_created_with(
+        e->req, &endpoint_resource,
+        db_query(db,
+                 "INSERT INTO webhook_endpoints (id, user_id, url, events, description, secret, "
+                 "disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7) "
+                 "RETURNING " ENDPOINT_COLUMNS,
+                 "iissssi", (int64_t)e->id, (int64_t)e->req->user.id, e->url, e->events,
+                 e->description, e->secret, e->now),
+        "secret", e->secret);
 }
 
-void webhooks_create(request *req)
+/* After the url's check: the secret, then the row and the key's answer (the key claimed in the
+ * same job) in one commit. */
+static step_result create_endpoint(request *req, void *arg)
 {
-    static const char *const allowed[] = {"url", "events", "description", NULL};
-    new_endpoint e = {.req = req};
-    if (!unknown_fields_or_reply(req, allowed))
-        return;
-    json_t *url = json_object_get(req->json, "url");
-    json_t *events = json_object_get(req->json, "events");
-    if (!url || json_is_null(url)) {
-        reply_invalid_param(req, ERR_MISSING_PARAMETER, "url", "'url' is required");
-        return;
-    }
-    if (!events || json_is_null(events)) {
-        reply_invalid_param(req, ERR_MISSING_PARAMETER, "events", "'events' is required");
-        return;
-    }
-    if (!url_or_reply(req, url) || !events_or_reply(req, events, e.events, sizeof e.events) ||
-        !description_or_reply(req, json_object_get(req->json, "description"), &e.description))
-        return;
-    e.url = json_string_value(url);
+    new_endpoint *e = arg;
+    if (!url_allowed_or_reply(req, e->url))
+        return STEP_DONE;
     uint8_t raw[24];
     if (RAND_bytes(raw, sizeof raw) != 1) {
         reply_error(req, ERR_INTERNAL, "no randomness for the secret");
-        return;
+        return STEP_DONE;
     }
-    int len = snprintf(e.secret, sizeof e.secret, "whsec_");
+    int len = snprintf(e->secret, sizeof e->secret, "whsec_");
     for (size_t i = 0; i < sizeof raw; i++)
-        len += snprintf(e.secret + len, sizeof e.secret - (size_t)len, "%02x", raw[i]);
-    e.id = app_next_id(req->app);
-    e.now = created_at_of(e.id);
-    if (commit_response(req, insert_endpoint, &e) != 0)
-        reply_error(req, ERR_INTERNAL, "the webhook endpoint could not be stored");
+        len += snprintf(e->secret + len, sizeof e->secret - (size_t)len, "%02x", raw[i]);
+    new_row_id(req, &e->id, &e->now);
+    return resource_commit_then_answer(req, insert_endpoint, e, "webhook endpoint", NULL);
+}
+
+step_result webhooks_create(request *req, void *prepared)
+{
+    (void)prepared;
+    const endpoint_input *in = req->input;
+    new_endpoint *e = arena_alloc(&req->arena, sizeof *e);
+    *e = (new_endpoint){
+        .req = req, .url = in->url, .events = in->events, .description = in->description};
+    return url_checked_then(req, e->url, create_endpoint, e);
 }
 
 /* ---- read ---- */
 
 void webhooks_get(request *req)
 {
-    uint64_t id;
-    if (!path_id_or_reply(req, 0, "we", &id))
-        return;
-    db_conn *db = reader_or_reply(req);
-    if (!db)
-        return;
-    db_stmt *st = db_query(
-        db, "SELECT " ENDPOINT_COLUMNS " FROM webhook_endpoints WHERE id = $1 AND user_id = $2",
-        "ii", (int64_t)id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW)
-        reply_json(req, 200, endpoint_json(st));
-    else
-        reply_error(req, ERR_RESOURCE_MISSING, "no such webhook endpoint");
-    db_done(st);
+    resource_get(req, &endpoint_resource);
 }
 
 static const list_query endpoints_list_query = {
@@ -256,7 +263,7 @@ static const list_query endpoints_list_query = {
     .parent_column = "user_id",
     .created_index = 5,
     .id_index = 0,
-    .to_json = endpoint_json,
+    .write_row = write_endpoint_row,
 };
 
 void webhooks_list(request *req)
@@ -269,9 +276,8 @@ void webhooks_list(request *req)
 typedef struct endpoint_change {
     request *req;
     uint64_t id;
-    const char *url;
-    char events[512]; /* "" when unchanged */
-    int disabled;     /* -1 when unchanged */
+    const char *url, *events; /* NULL when unchanged */
+    int disabled;             /* -1 when unchanged */
     bool delete;
     int64_t now;
 } endpoint_change;
@@ -305,61 +311,49 @@ static int change_endpoint(db_conn *db, void *arg)
                  "events = CASE WHEN $4 = '' THEN events ELSE $4 END, "
                  "disabled = CASE WHEN $5 < 0 THEN disabled ELSE $5 END, updated_at = $6 "
                  "WHERE id = $1 AND user_id = $2",
-                 "iissii", (int64_t)c->id, (int64_t)req->user.id, c->url, c->events,
-                 (int64_t)c->disabled, c->now);
+                 "iissii", (int64_t)c->id, (int64_t)req->user.id, c->url,
+                 c->events ? c->events : "", (int64_t)c->disabled, c->now);
     if (rc != DB_DONE)
         return rc;
-    db_stmt *st = db_query(
-        db, "SELECT " ENDPOINT_COLUMNS " FROM webhook_endpoints WHERE id = $1 AND user_id = $2",
-        "ii", (int64_t)c->id, (int64_t)req->user.id);
-    if (db_step(st) == DB_ROW)
-        reply_json(req, 200, endpoint_json(st));
-    else
-        reply_error(req, ERR_RESOURCE_MISSING, "no such webhook endpoint");
-    db_done(st);
+    resource_answer_get(
+        req, &endpoint_resource,
+        db_query(db, endpoint_resource.get_sql, "ii", (int64_t)c->id, (int64_t)req->user.id));
     return 0;
 }
 
-void webhooks_update(request *req)
+static step_result update_endpoint(request *req, void *arg)
 {
-    static const char *const allowed[] = {"url", "events", "disabled", "description", NULL};
-    endpoint_change c = {.req = req, .disabled = -1, .now = now_us()};
-    if (!path_id_or_reply(req, 0, "we", &c.id) || !unknown_fields_or_reply(req, allowed))
-        return;
-    json_t *url = json_object_get(req->json, "url");
-    json_t *events = json_object_get(req->json, "events");
-    json_t *disabled = json_object_get(req->json, "disabled");
-    if (json_object_get(req->json, "description")) {
-        reply_invalid_param(req, ERR_INVALID_PARAMETER, "description",
-                            "'description' is set only at creation");
-        return;
-    }
-    if (url && !json_is_null(url)) {
-        if (!url_or_reply(req, url))
-            return;
-        c.url = json_string_value(url);
-    }
-    if (events && !json_is_null(events) && !events_or_reply(req, events, c.events, sizeof c.events))
-        return;
-    if (disabled && !json_is_null(disabled)) {
-        if (!json_is_boolean(disabled)) {
-            reply_invalid_param(req, ERR_INVALID_PARAMETER, "disabled",
-                                "'disabled' must be true or false");
-            return;
-        }
-        c.disabled = json_is_true(disabled);
-    }
-    if (store_write(req->app->store, change_endpoint, &c) != 0)
-        reply_error(req, ERR_INTERNAL, "the webhook endpoint could not be updated");
+    endpoint_change *c = arg;
+    if (!url_allowed_or_reply(req, c->url))
+        return STEP_DONE;
+    return resource_write_then_answer(req, change_endpoint, c,
+                                      "the webhook endpoint could not be updated");
 }
 
-void webhooks_delete(request *req)
+step_result webhooks_update(request *req, void *prepared)
 {
-    endpoint_change c = {.req = req, .delete = true, .disabled = -1, .now = now_us()};
-    if (!path_id_or_reply(req, 0, "we", &c.id))
-        return;
-    if (store_write(req->app->store, change_endpoint, &c) != 0)
-        reply_error(req, ERR_INTERNAL, "the webhook endpoint could not be deleted");
+    (void)prepared;
+    const endpoint_input *in = req->input;
+    endpoint_change *c = arena_alloc(&req->arena, sizeof *c);
+    *c = (endpoint_change){.req = req,
+                           .url = in->url,
+                           .events = in->events,
+                           .disabled = in->disabled,
+                           .now = now_us()};
+    if (!path_id_or_reply(req, 0, "we", &c->id))
+        return STEP_DONE;
+    return url_checked_then(req, c->url, update_endpoint, c);
+}
+
+step_result webhooks_delete(request *req, void *prepared)
+{
+    (void)prepared;
+    endpoint_change *c = arena_alloc(&req->arena, sizeof *c);
+    *c = (endpoint_change){.req = req, .delete = true, .disabled = -1, .now = now_us()};
+    if (!path_id_or_reply(req, 0, "we", &c->id))
+        return STEP_DONE;
+    return resource_write_then_answer(req, change_endpoint, c,
+                                      "the webhook endpoint could not be deleted");
 }
 
 /* ---- attempts ---- */

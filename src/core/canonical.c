@@ -2,6 +2,7 @@
 #include "core/canonical.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,22 @@ static void require(int ok)
     }
 }
 
+/* The algorithm is looked up in libcrypto's providers once: EVP_sha256() would be looked up
+ * again on every digest, which cost more than hashing an API key (auth hashes one per request). */
+static EVP_MD *sha256_md;
+
+static void fetch_sha256(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 sha256_stream *sha256_begin(void)
 {
+    static pthread_once_t fetched = PTHREAD_ONCE_INIT;
+    pthread_once(&fetched, fetch_sha256);
+    require(sha256_md != NULL);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    require(ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1);
+    require(ctx != NULL && EVP_DigestInit_ex(ctx, sha256_md, NULL) == 1);
     return (sha256_stream *)ctx;
 }
 

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ids.h"
+#include "core/timefmt.h"
+
 void jw_init(jsonw *w)
 {
     memset(w, 0, sizeof *w);
@@ -50,6 +53,12 @@ static void separate(jsonw *w)
     w->first[w->depth] = false;
 }
 
+void jw_end_line(jsonw *w)
+{
+    put(w, "\n", 1);
+    w->first[0] = true;
+}
+
 char *jw_take(jsonw *w, size_t *len)
 {
     if (!w->buf)
@@ -86,6 +95,15 @@ void jw_object_begin(jsonw *w)
 void jw_object_end(jsonw *w)
 {
     close_nested(w, '}');
+}
+
+void jw_object_reopen(jsonw *w)
+{
+    if (!w->len || w->buf[w->len - 1] != '}' || w->depth + 1 >= JSONW_MAX_DEPTH)
+        return;
+    w->buf[--w->len] = '\0';
+    w->depth++;
+    w->first[w->depth] = w->buf[w->len - 1] == '{';
 }
 
 void jw_array_begin(jsonw *w)
@@ -151,6 +169,14 @@ void jw_string(jsonw *w, const char *s)
     char *o = w->buf + w->len;
     *o++ = '"';
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        /* the common case, a run of printable ASCII that needs no escape, is copied at once */
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+            p++;
+        memcpy(o, run, (size_t)(p - run));
+        o += p - run;
+        if (!*p)
+            break;
         unsigned char c = *p;
         if (c == '"' || c == '\\') {
             *o++ = '\\';
@@ -191,9 +217,15 @@ void jw_string(jsonw *w, const char *s)
 void jw_int(jsonw *w, int64_t v)
 {
     separate(w);
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
-    put(w, digits, (size_t)n);
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    put(w, p, (size_t)(end - p));
 }
 
 void jw_bool(jsonw *w, bool v)
@@ -213,4 +245,36 @@ void jw_raw(jsonw *w, const char *json, const char *fallback)
     separate(w);
     const char *text = json ? json : fallback;
     put(w, text, strlen(text));
+}
+
+void jw_member_string(jsonw *w, const char *key, const char *s)
+{
+    jw_key(w, key);
+    jw_string(w, s);
+}
+
+void jw_member_int(jsonw *w, const char *key, int64_t v)
+{
+    jw_key(w, key);
+    jw_int(w, v);
+}
+
+void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id)
+{
+    char text[ID_STR_MAX];
+    jw_key(w, key);
+    if (id) {
+        id_format(id, prefix, text);
+        jw_string(w, text);
+    } else {
+        jw_null(w);
+    }
+}
+
+void jw_member_time(jsonw *w, const char *key, int64_t unix_us)
+{
+    char text[RFC3339_STR_MAX];
+    format_rfc3339_ms(unix_us, text);
+    jw_key(w, key);
+    jw_string(w, text);
 }

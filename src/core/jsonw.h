@@ -24,6 +24,9 @@ char *jw_take(jsonw *w, size_t *len);
 
 void jw_object_begin(jsonw *w);
 void jw_object_end(jsonw *w);
+/* Takes back the closing brace of the object just written, so members can follow its own: a
+ * resource's row, and a member that only its creation shows (a new key's secret). */
+void jw_object_reopen(jsonw *w);
 void jw_array_begin(jsonw *w);
 void jw_array_end(jsonw *w);
 void jw_key(jsonw *w, const char *key); /* key must need no escaping */
@@ -32,7 +35,17 @@ void jw_string(jsonw *w, const char *s); /* NULL writes null */
 void jw_int(jsonw *w, int64_t v);
 void jw_bool(jsonw *w, bool v);
 void jw_null(jsonw *w);
+/* Ends a top-level value with a newline; the next one starts a line of its own (JSON Lines). */
+void jw_end_line(jsonw *w);
 /* Already serialized JSON (a stored metadata object, say); NULL writes fallback. */
 void jw_raw(jsonw *w, const char *json, const char *fallback);
+
+/* Object members as payd's contract writes them, for the writers of resource rows. */
+void jw_member_string(jsonw *w, const char *key, const char *s); /* NULL writes null */
+void jw_member_int(jsonw *w, const char *key, int64_t v);
+/* An id as "<prefix>_<13 chars>"; 0 (no id) writes null. */
+void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id);
+/* A time (µs) in RFC 3339 with milliseconds. */
+void jw_member_time(jsonw *w, const char *key, int64_t unix_us);
 
 #endif

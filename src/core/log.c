@@ -12,11 +12,16 @@ void log_set_request_id(const char *request_id)
     current_request_id = request_id;
 }
 
-void log_begin_request(jsonw *w, const char *level, const char *msg, const char *request_id)
+const char *log_request_id(void)
+{
+    return current_request_id;
+}
+
+void log_open_line(jsonw *w, int64_t at_us, const char *level, const char *msg,
+                   const char *request_id)
 {
     char when[32];
-    format_rfc3339_ms(now_us(), when);
-    jw_init(w);
+    format_rfc3339_ms(at_us, when);
     jw_object_begin(w);
     jw_key(w, "time");
     jw_string(w, when);
@@ -30,25 +35,36 @@ void log_begin_request(jsonw *w, const char *level, const char *msg, const char 
     }
 }
 
+void log_begin_request(jsonw *w, const char *level, const char *msg, const char *request_id)
+{
+    jw_init(w);
+    log_open_line(w, now_us(), level, msg, request_id);
+}
+
 void log_begin(jsonw *w, const char *level, const char *msg)
 {
     log_begin_request(w, level, msg, current_request_id);
 }
 
-void log_end(jsonw *w)
+void log_write(jsonw *w)
 {
-    jw_object_end(w);
     size_t len;
-    char *line = jw_take(w, &len);
-    line[len] = '\n'; /* the writer keeps a spare byte for its NUL */
+    char *text = jw_take(w, &len);
     size_t done = 0;
-    while (done < len + 1) {
-        ssize_t n = write(STDERR_FILENO, line + done, len + 1 - done);
+    while (done < len) {
+        ssize_t n = write(STDERR_FILENO, text + done, len - done);
         if (n <= 0)
             break;
         done += (size_t)n;
     }
-    free(line);
+    free(text);
+}
+
+void log_end(jsonw *w)
+{
+    jw_object_end(w);
+    jw_end_line(w);
+    log_write(w);
 }
 
 void log_msg(const char *level, const char *msg)

@@ -19,9 +19,17 @@ void log_begin(jsonw *w, const char *level, const char *msg);
 void log_begin_request(jsonw *w, const char *level, const char *msg, const char *request_id);
 /* Closes the object and writes the line with one write(2), so lines from threads never mix. */
 void log_end(jsonw *w);
+/* For writers of many lines at once (the access log): opens a line's object in w, which may
+ * already hold whole lines, stamped with the given time (µs, wall clock); the caller closes it
+ * with jw_object_end and jw_end_line. log_write then writes all of w with one write(2). */
+void log_open_line(jsonw *w, int64_t at_us, const char *level, const char *msg,
+                   const char *request_id);
+void log_write(jsonw *w);
 /* The request this thread now serves (NULL: none): every line it logs names the request, so a
  * failure deep in the store or the processor client is tied to the request that met it. */
 void log_set_request_id(const char *request_id);
+/* The request this thread now serves (NULL: none), for work it hands to another thread. */
+const char *log_request_id(void);
 /* A line with only a message. */
 void log_msg(const char *level, const char *msg);
 /* A line with a message and the error text that explains it (NULL: no error field). */

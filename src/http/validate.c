@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/schema.h"
+
 /* Headers whose repetition would make two parts of the server read two different values. */
 static const char *const singleton_headers[] = {
     "Authorization", "Idempotency-Key", "If-Match", "If-None-Match",
@@ -72,13 +74,15 @@ bool edge_framing_conflict(const http_field *h, size_t n)
     return te && cl;
 }
 
-bool edge_check_query(const http_field *q, size_t n, const char *const *accepted, edge_verdict *v)
+bool edge_check_query(const http_field *q, size_t n, const schema *accepted, edge_verdict *v)
 {
     v->err = ERR_NONE;
     for (size_t i = 0; i < n; i++) {
         bool known = false;
-        for (const char *const *a = accepted; a && *a && !known; a++)
-            known = name_is(&q[i], *a) && !strncmp(q[i].name, *a, q[i].name_len);
+        for (int a = 0; accepted && a < accepted->count && !known; a++) {
+            const char *name = accepted->fields[a].name;
+            known = name_is(&q[i], name) && !strncmp(q[i].name, name, q[i].name_len);
+        }
         if (!known)
             return refuse(v, ERR_UNKNOWN_PARAMETER, &q[i],
                           "this route does not take that query parameter");

@@ -28,9 +28,10 @@ typedef struct edge_verdict {
 bool edge_check_headers(const http_field *headers, size_t n, edge_verdict *v);
 /* Transfer-Encoding together with Content-Length: RFC 9112 §6.1 says refuse and close. */
 bool edge_framing_conflict(const http_field *headers, size_t n);
-/* Query: only the names in accepted (NULL-terminated; NULL accepts none), each at most once,
- * no control byte in a name or value. */
-bool edge_check_query(const http_field *query, size_t n, const char *const *accepted,
+/* Query: only the names the schema declares (NULL accepts none), each at most once, no control
+ * byte in a name or value. */
+struct schema;
+bool edge_check_query(const http_field *query, size_t n, const struct schema *accepted,
                       edge_verdict *v);
 /* A POST/PUT/PATCH body (§1): 413 when it was too large, 415 unless Content-Type is JSON, 400
  * invalid_json unless it is one JSON object. No body and no Content-Type is an empty object. On

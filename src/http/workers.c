@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 typedef struct work_item {
+    worker_fn fn;
     void *item;
     struct work_item *next;
 } work_item;
@@ -15,7 +16,6 @@ struct worker_pool {
     work_item *head, *tail;
     bool stopping;
     int count;
-    worker_fn fn;
     pthread_t threads[];
 };
 
@@ -35,19 +35,19 @@ static void *worker_main(void *arg)
         if (!p->head)
             p->tail = NULL;
         pthread_mutex_unlock(&p->lock);
+        worker_fn fn = w->fn;
         void *item = w->item;
         free(w);
-        p->fn(item);
+        fn(item);
     }
     return NULL;
 }
 
-worker_pool *worker_pool_start(int threads, worker_fn fn)
+worker_pool *worker_pool_start(int threads)
 {
     worker_pool *p = calloc(1, sizeof *p + (size_t)threads * sizeof(pthread_t));
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->has_work, NULL);
-    p->fn = fn;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 * 1024); /* requests are shallow; keep RSS small */
@@ -57,9 +57,10 @@ worker_pool *worker_pool_start(int threads, worker_fn fn)
     return p;
 }
 
-void worker_pool_submit(worker_pool *p, void *item)
+void worker_pool_submit(worker_pool *p, worker_fn fn, void *item)
 {
     work_item *w = malloc(sizeof *w);
+    w->fn = fn;
     w->item = item;
     w->next = NULL;
     pthread_mutex_lock(&p->lock);

@@ -1,5 +1,6 @@
 #include "idem/idem.h"
 #include "idem/idem_internal.h"
+#include "idem/verdict.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,9 @@
 #include "core/idem_key.h"
 #include "core/log.h"
 #include "core/timefmt.h"
-#include "http/route.h"
-#include "server/app.h"
-#include "server/metrics.h"
+#include "node/app.h"
+#include "node/metrics.h"
+#include "request/route.h"
 
 /* ---- the stored record and what it means for a new request ---- */
 
@@ -23,34 +24,14 @@ typedef struct key_row {
     char *location, *body; /* malloc'd */
 } key_row;
 
-typedef enum {
-    KEY_ABSENT,    /* never claimed, or a finished key past its TTL: a new operation */
-    KEY_REPLAY,    /* finished: replay the stored answer */
-    KEY_MISMATCH,  /* claimed for another request */
-    KEY_BUSY,      /* in flight and locked */
-    KEY_RESUMABLE, /* in doubt, or its lock expired: a retry takes it over and resumes */
-    KEY_RELEASED,  /* released (nothing stored): claimable again, same generation */
-} key_verdict;
-
-static bool expired(const key_row *row, const app *a, int64_t now)
-{
-    return row->claimed_at < now - a->cfg.idempotency_ttl_ms * 1000;
-}
-
 static key_verdict judge(const key_row *row, const char *fingerprint, const app *a, int64_t now)
 {
-    if (!strcmp(row->state, "released"))
-        return expired(row, a, now) ? KEY_ABSENT : KEY_RELEASED;
-    if (!strcmp(row->state, "completed") && expired(row, a, now))
-        return KEY_ABSENT;
-    if (strcmp(row->fingerprint, fingerprint) != 0)
-        return KEY_MISMATCH;
-    if (!strcmp(row->state, "completed"))
-        return KEY_REPLAY;
-    if (!strcmp(row->state, "started") &&
-        row->locked_at > now - a->cfg.idempotency_lock_timeout_ms * 1000)
-        return KEY_BUSY;
-    return KEY_RESUMABLE;
+    stored_key k = {.state = row->state,
+                    .fingerprint = row->fingerprint,
+                    .claimed_at = row->claimed_at,
+                    .locked_at = row->locked_at};
+    return idem_judge(&k, fingerprint, now, a->cfg.idempotency_ttl_ms * 1000,
+                      a->cfg.idempotency_lock_timeout_ms * 1000);
 }
 
 static void row_free(key_row *r)
@@ -202,11 +183,20 @@ idem_precheck_result idem_precheck(request *req)
 
 /* ---- claim: one write job, atomic on the primary key ---- */
 
+/* A verdict under which this request takes the key. */
+static bool claimable(key_verdict v)
+{
+    return v == KEY_ABSENT || v == KEY_RESUMABLE || v == KEY_RELEASED;
+}
+
 typedef struct claim_job {
     request *req;
     int64_t now;
     key_verdict verdict; /* KEY_ABSENT here means "claimed" */
     key_row row;
+    int attempt;
+    request_step next; /* runs once the key is this request's */
+    void *next_ctx;
 } claim_job;
 
 /* A token greater than any this key had, and than any it had before it was swept and made
@@ -274,43 +264,61 @@ static int claim(db_conn *db, void *arg)
     return 0;
 }
 
-bool idem_claim_or_reply(request *req)
+void idem_forget(request *req)
 {
-    for (int attempt = 0; attempt < 3; attempt++) {
-        claim_job j = {.req = req, .now = now_us()};
-        write_result r = store_run(req->app->store, claim, &j);
-        if (r == WRITE_RETRY) {
-            row_free(&j.row);
-            continue;
-        }
-        if (r != WRITE_OK) {
-            row_free(&j.row);
-            jsonw w;
-            log_begin_request(&w, "error", "idempotency claim failed", req->request_id);
-            jw_key(&w, "result");
-            jw_string(&w, write_result_name(r));
-            log_end(&w);
-            reply_header(req, "Retry-After", "1");
-            reply_error(req, ERR_DATABASE_UNAVAILABLE,
-                        "could not claim the Idempotency-Key; retry with the same key");
-            free(req->idem->canonical_body);
-            req->idem = NULL;
-            return false;
-        }
-        if (j.verdict == KEY_ABSENT || j.verdict == KEY_RESUMABLE || j.verdict == KEY_RELEASED) {
-            row_free(&j.row);
-            derive_processor_key(req);
-            return true;
-        }
-        answer_verdict(req, j.verdict, &j.row);
-        row_free(&j.row);
-        free(req->idem->canonical_body);
-        req->idem = NULL;
-        return false;
+    if (!req->idem)
+        return;
+    free(req->idem->canonical_body);
+    req->idem = NULL;
+}
+
+static step_result claim_done(request *req, void *arg)
+{
+    claim_job *j = arg;
+    write_result r = write_result_of(req->write_rc);
+    key_row row = j->row;
+    j->row = (key_row){0};
+    if (r == WRITE_RETRY && ++j->attempt < 3) {
+        row_free(&row);
+        j->now = now_us();
+        return request_write_then(req, claim, j, claim_done);
     }
-    reply_header(req, "Retry-After", "1");
-    reply_error(req, ERR_REQUEST_IN_PROGRESS, "the Idempotency-Key is changing hands; retry");
-    return false;
+    if (r == WRITE_RETRY) {
+        row_free(&row);
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_REQUEST_IN_PROGRESS, "the Idempotency-Key is changing hands; retry");
+        idem_forget(req);
+        return STEP_DONE;
+    }
+    if (r != WRITE_OK) {
+        row_free(&row);
+        jsonw w;
+        log_begin_request(&w, "error", "idempotency claim failed", req->request_id);
+        jw_key(&w, "result");
+        jw_string(&w, write_result_name(r));
+        log_end(&w);
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "could not claim the Idempotency-Key; retry with the same key");
+        idem_forget(req);
+        return STEP_DONE;
+    }
+    if (claimable(j->verdict)) {
+        row_free(&row);
+        derive_processor_key(req);
+        return j->next(req, j->next_ctx);
+    }
+    answer_verdict(req, j->verdict, &row);
+    row_free(&row);
+    idem_forget(req);
+    return STEP_DONE;
+}
+
+step_result idem_claim_then(request *req, request_step next, void *next_ctx)
+{
+    claim_job *j = arena_alloc(&req->arena, sizeof *j);
+    *j = (claim_job){.req = req, .now = now_us(), .next = next, .next_ctx = next_ctx};
+    return request_write_then(req, claim, j, claim_done);
 }
 
 /* ---- finish: store, release or unlock; every write names the holder's fence ---- */
@@ -399,6 +407,10 @@ void idem_settle(request *req, key_disposition what)
 
 void idem_finish(request *req)
 {
+    if (req->idem && req->idem->claim_in_write) {
+        idem_forget(req); /* answered before the write job that was to claim it: none was */
+        return;
+    }
     if (req->idem && !req->resp_recorded)
         idem_settle(req, req->error == ERR_NONE ? KEY_STORE : problem_lookup(req->error)->key);
 }
@@ -407,13 +419,27 @@ typedef struct commit_job {
     request *req;
     write_job_fn fn;
     void *ctx;
+    request_step next; /* commit_response_then: runs after the commit */
+    void *next_ctx;
+    bool claiming;   /* the key is claimed in this job, before fn (claim_in_write) */
+    claim_job claim; /* then: what the claim found */
 } commit_job;
 
 static int commit_with_response(db_conn *db, void *arg)
 {
     commit_job *j = arg;
     request *req = j->req;
-    if (req->idem) {
+    if (j->claiming) {
+        /* the claim first, in this very transaction: a key another request holds or answered
+         * leaves nothing written (WRITE_REFUSED), and a failure of fn undoes the claim too */
+        row_free(&j->claim.row); /* a batch run again runs the claim again */
+        j->claim.now = now_us();
+        int rc = claim(db, &j->claim);
+        if (rc != 0)
+            return rc;
+        if (!claimable(j->claim.verdict))
+            return WRITE_REFUSED;
+    } else if (req->idem) {
         /* the fence first: it locks the key's row for this transaction, so no takeover can
          * slip between this check and the commit, and a stale holder keeps nothing (its job
          * fails FENCED, whatever its later writes met, and they are undone with it). On
@@ -442,11 +468,10 @@ static int commit_with_response(db_conn *db, void *arg)
     return 0;
 }
 
-write_result commit_response(request *req, write_job_fn fn, void *ctx)
+/* What a commit came to, said once for both forms: a holder that lost its key answers what the
+ * key holds (a read); a failure leaves one line. */
+static void commit_outcome(request *req, write_result r)
 {
-    commit_job j = {.req = req, .fn = fn, .ctx = ctx};
-    req->resp_recorded = false;
-    write_result r = store_run(req->app->store, commit_with_response, &j);
     if (r != WRITE_OK)
         req->resp_recorded = false;
     if (r == WRITE_FENCED)
@@ -460,7 +485,56 @@ write_result commit_response(request *req, write_job_fn fn, void *ctx)
         jw_string(&w, write_result_name(r));
         log_end(&w);
     }
-    return r;
+}
+
+/* After a job that claimed the key itself: a key held or answered by another request answers
+ * the request as a claim would (true, done); a job that kept nothing kept no claim either, so
+ * there is no key to settle. */
+static bool settle_claim_in_write(request *req, commit_job *j, write_result r)
+{
+    key_row row = j->claim.row;
+    j->claim.row = (key_row){0};
+    j->claiming = false;
+    bool answered = r == WRITE_REFUSED && !claimable(j->claim.verdict);
+    if (answered)
+        answer_verdict(req, j->claim.verdict, &row);
+    else if (r == WRITE_OK)
+        derive_processor_key(req);
+    row_free(&row);
+    if (r != WRITE_OK)
+        idem_forget(req);
+    return answered;
+}
+
+static step_result after_commit(request *req, void *arg)
+{
+    commit_job *j = arg;
+    write_result r = write_result_of(req->write_rc);
+    if (j->claiming) {
+        if (r == WRITE_RETRY && ++j->claim.attempt < 3) /* the key changed hands meanwhile */
+            return request_write_then(req, commit_with_response, j, after_commit);
+        if (settle_claim_in_write(req, j, r))
+            return STEP_DONE;
+    }
+    if (r == WRITE_FENCED && !req->may_block && req->runner)
+        return request_blocking_then(req, after_commit, j); /* its answer needs a read */
+    commit_outcome(req, r);
+    req->write_rc = (int)r;
+    return j->next(req, j->next_ctx);
+}
+
+step_result commit_response_then(request *req, write_job_fn fn, void *ctx, request_step next,
+                                 void *next_ctx)
+{
+    commit_job *j = arena_alloc(&req->arena, sizeof *j);
+    *j = (commit_job){.req = req, .fn = fn, .ctx = ctx, .next = next, .next_ctx = next_ctx};
+    if (req->idem && req->idem->claim_in_write) {
+        j->claiming = true;
+        j->claim = (claim_job){.req = req};
+        req->idem->claim_in_write = false; /* later writes name the fence it gets */
+    }
+    req->resp_recorded = false;
+    return request_write_then(req, commit_with_response, j, after_commit);
 }
 
 /* ---- charges no record will carry ---- */
@@ -485,17 +559,25 @@ static int queue_void(db_conn *db, void *arg)
                    j->charge_id, j->amount, now_us());
 }
 
-int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id, int64_t amount)
+static step_result void_queued(request *req, void *arg)
 {
-    void_job j = {.req = req, .account_id = account_id, .charge_id = charge_id, .amount = amount};
-    write_result r = store_run(req->app->store, queue_void, &j);
+    void_job *j = arg;
+    write_result r = write_result_of(req->write_rc);
     jsonw w;
     log_begin_request(&w, r == WRITE_OK ? "warn" : "error", "charge queued for a void check",
                       req->request_id);
     jw_key(&w, "charge_id");
-    jw_string(&w, charge_id);
+    jw_string(&w, j->charge_id);
     jw_key(&w, "result");
     jw_string(&w, write_result_name(r));
     log_end(&w);
-    return r == WRITE_OK ? 0 : -1;
+    return STEP_DONE;
+}
+
+step_result idem_queue_charge_void_then(request *req, uint64_t account_id, const char *charge_id,
+                                        int64_t amount)
+{
+    void_job *j = arena_alloc(&req->arena, sizeof *j);
+    *j = (void_job){.req = req, .account_id = account_id, .charge_id = charge_id, .amount = amount};
+    return request_write_then(req, queue_void, j, void_queued);
 }

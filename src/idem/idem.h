@@ -2,16 +2,18 @@
 #define PAYD_IDEM_IDEM_H
 /* The idempotency engine (§2): route middleware, independent of any resource.
  *
- *   precheck (HTTP thread, reads only) → claim (worker, one atomic write) → handler →
- *   finish (store, release or unlock the key, per the problem table)
+ *   precheck (HTTP thread, reads only) → claim (one atomic write job, or inside the handler's
+ *   own) → handler steps → finish (store, release or unlock the key, per the problem table)
  *
- * A handler's final write goes through commit_response(), which stores the response with the
+ * A handler's final write goes through commit_response_then(), which stores the response with the
  * key in the same transaction as the handler's own writes: a payment and its key's stored
  * answer are never one without the other. */
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http/request.h"
+#include "request/request.h"
+#include "request/route.h"
+#include "request/step.h"
 #include "store/store.h"
 
 typedef struct idem_claim {
@@ -24,37 +26,57 @@ typedef struct idem_claim {
                          * re-claims after a release, new when an expired key is claimed anew */
     char processor_key[65]; /* sha256(user, key, fingerprint, generation) */
     bool resumed;           /* a retry (or the recoverer) took over a key someone else held */
+    bool claim_in_write;    /* not claimed yet: the handler's write job claims it first
+                             * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */
 } idem_claim;
 
 typedef enum {
     IDEM_NOT_USED,     /* the route does not use keys, or an optional key is absent */
     IDEM_ANSWERED,     /* replay, 409, 422 or a 400 was set as the response */
-    IDEM_CLAIM_NEEDED, /* req->idem is set; the worker must call idem_claim_or_reply */
+    IDEM_CLAIM_NEEDED, /* req->idem is set; idem_claim_then claims it */
 } idem_precheck_result;
 
 idem_precheck_result idem_precheck(request *req);
-/* Claims the key atomically. Returns true when this request now owns it. */
-bool idem_claim_or_reply(request *req);
-/* After the handler: stores, releases or unlocks the key as the response says. */
+/* Claims the key atomically (one write job), then runs next(req, next_ctx) when this request
+ * owns it; otherwise answers (replay, 409, 422, 503). */
+step_result idem_claim_then(request *req, request_step next, void *next_ctx);
+/* Drops a precheck's key that will not be claimed (the request answered before its claim). */
+void idem_forget(request *req);
+/* After the handler: stores, releases or unlocks the key as the response says; a key still
+ * waiting for the write job that was to claim it (answered before that job) is dropped. */
 void idem_finish(request *req);
 
-/* Runs fn as a write job; if the request owns a key, the job first checks (and locks) the key
- * under this holder's fencing token, and when fn returns 0 with a response set, that response
- * is stored with the key inside the same transaction. WRITE_FENCED: another holder has the key;
- * nothing was kept and the request's answer is already what the key holds (replay or 409). */
-write_result commit_response(request *req, write_job_fn fn, void *ctx);
+/* Queues fn as a write job and returns; if the request owns a key, the job first checks (and
+ * locks) the key under this holder's fencing token, and when fn returns 0 with a response set,
+ * that response is stored with the key inside the same transaction. next(req, next_ctx) runs
+ * after the commit with req->write_rc holding the write_result; WRITE_FENCED: another holder
+ * has the key, nothing was kept and the request's answer is already what the key holds (replay
+ * or 409). */
+step_result commit_response_then(request *req, write_job_fn fn, void *ctx, request_step next,
+                                 void *next_ctx);
 
 /* A charge this request made that its own record will never carry (it lost its key, or the
  * order went to another payment and the inline void failed): queued durably, so the recoverer
  * voids it by its processor key unless the key's current holder records that same charge.
- * Returns 0 once queued. */
-int idem_queue_charge_void(request *req, uint64_t account_id, const char *charge_id,
-                           int64_t amount);
+ * A write step; the request is done once the void is queued (or its write failed, logged). */
+step_result idem_queue_charge_void_then(request *req, uint64_t account_id, const char *charge_id,
+                                        int64_t amount);
+
+/* What the recoverer takes from the layers above it, handed in by whoever starts it (main.c):
+ * the route table a key's request is matched against, the pipeline's handler step that runs a
+ * route's recover step and settles the key (run_step, server/pipeline.h), and how a request is
+ * freed (request_free, the same). */
+typedef struct idem_recovery_hooks {
+    const route *routes;
+    int route_count;
+    void (*run_step)(request *req, route_handler step);
+    void (*request_free)(request *req);
+} idem_recovery_hooks;
 
 /* The background recoverer and sweeper (runs every --recovery-interval). */
-void idem_recovery_start(struct app *a);
+void idem_recovery_start(struct app *a, const idem_recovery_hooks *hooks);
 void idem_recovery_stop(void);
 /* One pass, for tests and for shutdown: sweeps expired keys, finishes keys left in doubt. */
-void idem_recovery_pass(struct app *a);
+void idem_recovery_pass(struct app *a, const idem_recovery_hooks *hooks);
 
 #endif

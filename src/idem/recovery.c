@@ -25,11 +25,11 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/timefmt.h"
-#include "http/route.h"
-#include "server/pipeline.h"
 #include "idem/idem_internal.h"
+#include "node/app.h"
+#include "node/fault.h"
 #include "processor/processor.h"
-#include "server/app.h"
+#include "request/input.h"
 
 #define RECOVER_PER_PASS 100
 #define SWEEP_CHUNK      5000
@@ -39,6 +39,7 @@ static bool recovery_running;
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool stopping;
+static idem_recovery_hooks recovery_hooks; /* the thread's, from idem_recovery_start */
 
 typedef struct sweep_job {
     int64_t expired_before;
@@ -89,7 +90,27 @@ static void log_settled_key(request *req, const open_key *k)
     log_end(&w);
 }
 
-static void recover_one(app *a, const open_key *k)
+/* A key the recoverer settles, and how to run its handler step. */
+typedef struct recovering {
+    const idem_recovery_hooks *h;
+    const open_key *k;
+} recovering;
+
+/* Runs once the recoverer holds the key: finish what the request started, or release it. */
+static step_result settle_claimed(request *req, void *arg)
+{
+    recovering *r = arg;
+    /* the body passed the route's schema before the key was claimed; one an older release
+     * took that this one refuses is released like any refused request */
+    if (req->route->recover && req->json && route_input_or_reply(req))
+        r->h->run_step(req, req->route->recover);
+    else
+        idem_settle(req, KEY_RELEASE);
+    log_settled_key(req, r->k);
+    return STEP_DONE;
+}
+
+static void recover_one(app *a, const idem_recovery_hooks *h, const open_key *k)
 {
     request *req = calloc(1, sizeof *req);
     arena_init(&req->arena);
@@ -105,9 +126,9 @@ static void recover_one(app *a, const open_key *k)
     snprintf(req->request_id, sizeof req->request_id, "recovery_%.24s", key_hash);
     req->start_ns = monotonic_ns();
     char allow[64];
-    if (route_match(req->method, req->path, &req->arena, &req->route, req->params, allow,
-                    sizeof allow) != ROUTE_MATCHED) {
-        request_free(req);
+    if (route_match(h->routes, h->route_count, req->method, req->path, &req->arena, &req->route,
+                    req->params, allow, sizeof allow) != ROUTE_MATCHED) {
+        h->request_free(req);
         return;
     }
     req->json = json_loads(k->body ? k->body : "{}", 0, NULL);
@@ -119,15 +140,9 @@ static void recover_one(app *a, const open_key *k)
     /* this key's database failures only: a failed read must leave the key in doubt for the
      * next pass, never release it as if the row were missing */
     db_thread_failure_reset();
-    if (idem_claim_or_reply(req)) {
-        if (req->route->recover && req->json) {
-            run_step(req, req->route->recover);
-        } else {
-            idem_settle(req, KEY_RELEASE);
-        }
-        log_settled_key(req, k);
-    }
-    request_free(req);
+    recovering r = {h, k};
+    idem_claim_then(req, settle_claimed, &r); /* no runner: every step runs here */
+    h->request_free(req);
 }
 
 /* ---- the voider ---- */
@@ -147,18 +162,41 @@ typedef struct void_decision {
 
 /* One write job, so the verdict and the key's state cannot drift apart: a released key whose
  * charge is about to be voided is moved to a new generation here, so a re-claim of it asks the
- * processor under a new processor key and can never be handed the charge being refunded. */
+ * processor under a new processor key and can never be handed the charge being refunded.
+ * The key is read before the payments: on PostgreSQL each statement sees what had committed when
+ * it began, and a payment commits with its key's answer, so a key seen completed has its
+ * payment seen by the read after it (read the other way round, a payment committed between the
+ * two reads was missed, and its charge voided). */
 static int decide_void(db_conn *db, void *arg)
 {
     void_decision *d = arg;
     const charge_void *v = d->v;
+    db_stmt *st = db_query(db,
+                           "SELECT state, fence FROM idempotency_keys WHERE user_id = $1 AND "
+                           "idem_key = $2 AND generation = $3 AND fingerprint = $4",
+                           "isis", v->user_id, v->idem_key, v->generation, v->fingerprint);
+    char state[16] = "";
+    int64_t fence = 0;
+    db_status rc = db_step(st);
+    if (rc == DB_ROW) {
+        snprintf(state, sizeof state, "%s", db_text(st, 0));
+        fence = db_int(st, 1);
+    }
+    db_done(st);
+    if (rc < 0)
+        return rc;
+    if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
+        d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
+        return 0;
+    }
+    fault_point("void-between-reads"); /* a retry's payment may commit here */
     /* the account's payments since the key's generation (less a minute for clocks that differ
      * between nodes): one range of the payments_page index, not a scan of every payment */
-    db_stmt *st = db_query(db,
-                           "SELECT 1 FROM payments WHERE account_id = $1 AND created_at >= $2 "
-                           "AND processor_charge_id = $3",
-                           "iis", v->account_id, v->generation - 60 * 1000000LL, v->charge_id);
-    db_status rc = db_step(st);
+    st = db_query(db,
+                  "SELECT 1 FROM payments WHERE account_id = $1 AND created_at >= $2 "
+                  "AND processor_charge_id = $3",
+                  "iis", v->account_id, v->generation - 60 * 1000000LL, v->charge_id);
+    rc = db_step(st);
     bool carried = rc == DB_ROW;
     db_done(st);
     if (rc < 0)
@@ -167,24 +205,8 @@ static int decide_void(db_conn *db, void *arg)
         d->verdict = VOID_CARRIED;
         return 0;
     }
-    st = db_query(db,
-                  "SELECT state, fence FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2 "
-                  "AND generation = $3 AND fingerprint = $4",
-                  "isis", v->user_id, v->idem_key, v->generation, v->fingerprint);
-    char state[16] = "";
-    int64_t fence = 0;
-    rc = db_step(st);
-    if (rc == DB_ROW) {
-        snprintf(state, sizeof state, "%s", db_text(st, 0));
-        fence = db_int(st, 1);
-    }
-    db_done(st);
-    if (rc < 0)
-        return rc;
     d->verdict = VOID_NOW;
-    if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
-        d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
-    } else if (!strcmp(state, "released")) {
+    if (!strcmp(state, "released")) {
         rc = db_exec(db,
                      "UPDATE idempotency_keys SET generation = $3, fence = $4 "
                      "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
@@ -267,7 +289,7 @@ static void void_pass(app *a)
         settle_void(a, &voids[i]);
 }
 
-void idem_recovery_pass(app *a)
+void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
 {
     int64_t now = now_us();
     /* in chunks, so one pass never holds the writer long, until a chunk comes back short */
@@ -298,7 +320,7 @@ void idem_recovery_pass(app *a)
     db_done(st);
     store_thread_done(a->store); /* the reader goes back to the pool between passes */
     for (int i = 0; i < n; i++) {
-        recover_one(a, &keys[i]);
+        recover_one(a, h, &keys[i]);
         store_thread_done(a->store);
         free(keys[i].key);
         free(keys[i].fingerprint);
@@ -315,7 +337,7 @@ static void *recovery_main(void *arg)
     pthread_mutex_lock(&sleep_lock);
     while (!stopping) {
         pthread_mutex_unlock(&sleep_lock);
-        idem_recovery_pass(a);
+        idem_recovery_pass(a, &recovery_hooks);
         pthread_mutex_lock(&sleep_lock);
         if (stopping)
             break;
@@ -331,8 +353,9 @@ static void *recovery_main(void *arg)
     return NULL;
 }
 
-void idem_recovery_start(app *a)
+void idem_recovery_start(app *a, const idem_recovery_hooks *hooks)
 {
+    recovery_hooks = *hooks;
     stopping = false;
     recovery_running = pthread_create(&recovery_thread, NULL, recovery_main, a) == 0;
 }

@@ -1,13 +1,12 @@
 #include "processor/processor.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/metrics.h"
 #include "processor/http_processor.h"
 #include "processor/simulator.h"
-#include "server/metrics.h"
 
 struct processor {
     app *a;
@@ -22,7 +21,11 @@ processor *processor_create(app *a, const char *spec, char *err, size_t errlen)
         return p;
     if (!strncmp(spec, "http://", 7) || !strncmp(spec, "https://", 8)) {
         p->remote = http_processor_create(spec, a->cfg.processor_timeout_ms);
-        return p;
+        if (p->remote)
+            return p;
+        snprintf(err, errlen, "cannot start the HTTP processor client for '%s'", spec);
+        free(p);
+        return NULL;
     }
     snprintf(err, errlen, "--processor must be builtin or http://HOST:PORT, got '%s'", spec);
     free(p);
@@ -43,14 +46,54 @@ static const char *outcome_name(proc_status s)
     return names[s];
 }
 
+/* Every charge's outcome is counted here, blocking or started. */
+static void count_charge(processor *p, proc_result r)
+{
+    metrics_count_processor(p->a->metrics, "charge", outcome_name(r.status));
+}
+
 proc_result processor_charge(processor *p, const char *key, int64_t amount, const char *currency,
                              const char *source)
 {
     proc_result r = p->remote ? http_processor_charge(p->remote, key, amount, currency, source)
                               : sim_charge(p->a->store, NULL, p->a->cfg.processor_timeout_ms, key,
                                            amount, currency, source);
-    metrics_count_processor(p->a->metrics, "charge", outcome_name(r.status));
+    count_charge(p, r);
     return r;
+}
+
+/* An HTTP processor's charge waits on the processor's own thread (http_processor_charge_start);
+ * the builtin one waits on the store's writer, except for tokens that sleep. */
+bool processor_charge_blocks(const processor *p, const char *source)
+{
+    return p->remote ? false : sim_charge_blocks(source);
+}
+
+typedef struct started_call {
+    processor *p;
+    processor_charge_done done;
+    void *arg;
+} started_call;
+
+static void charge_answered(proc_result r, db_failure failure, void *arg)
+{
+    started_call c = *(started_call *)arg;
+    free(arg);
+    count_charge(c.p, r);
+    c.done(r, failure, c.arg);
+}
+
+void processor_charge_start(processor *p, const char *key, int64_t amount, const char *currency,
+                            const char *source, processor_charge_done done, void *arg)
+{
+    started_call *c = malloc(sizeof *c);
+    *c = (started_call){p, done, arg};
+    if (p->remote) {
+        http_processor_charge_start(p->remote, key, amount, currency, source, charge_answered, c);
+        return;
+    }
+    sim_charge_start(p->a->store, p->a->cfg.processor_timeout_ms, key, amount, currency, source,
+                     charge_answered, c);
 }
 
 proc_result processor_find_charge(processor *p, const char *key)
@@ -69,13 +112,22 @@ proc_result processor_refund(processor *p, const char *key, const char *charge_i
     return r;
 }
 
-int processor_valid_source(const char *s)
+static void refund_answered(proc_result r, db_failure failure, void *arg)
 {
-    if (strncmp(s, "tok_", 4) != 0)
-        return 0;
-    size_t n = 0;
-    for (const char *c = s + 4; *c; c++, n++)
-        if (!isalnum((unsigned char)*c) && *c != '_')
-            return 0;
-    return n >= 1 && n <= 64;
+    started_call c = *(started_call *)arg;
+    free(arg);
+    metrics_count_processor(c.p->a->metrics, "refund", outcome_name(r.status));
+    c.done(r, failure, c.arg);
+}
+
+void processor_refund_start(processor *p, const char *key, const char *charge_id, int64_t amount,
+                            processor_charge_done done, void *arg)
+{
+    started_call *c = malloc(sizeof *c);
+    *c = (started_call){p, done, arg};
+    if (p->remote) {
+        http_processor_refund_start(p->remote, key, charge_id, amount, refund_answered, c);
+        return;
+    }
+    sim_refund_start(p->a->store, key, charge_id, amount, refund_answered, c);
 }

@@ -2,11 +2,11 @@
 #define PAYD_PROCESSOR_PROCESSOR_H
 /* The card processor seen from payd: charge, find a charge, refund. Every call carries the
  * processor key derived from the Idempotency-Key's record, and the processor deduplicates on it,
- * so calling again after a lost answer moves money at most once. Calls block: they run on
- * worker threads, never on HTTP threads. */
+ * so calling again after a lost answer moves money at most once. Calls block (they run on
+ * worker threads, never on HTTP threads), except a charge started with processor_charge_start. */
 #include <stdint.h>
 
-#include "server/app.h"
+#include "node/app.h"
 
 typedef enum proc_status {
     PROC_APPROVED,
@@ -29,11 +29,21 @@ void processor_free(processor *p);
 
 proc_result processor_charge(processor *p, const char *processor_key, int64_t amount,
                              const char *currency, const char *source);
+/* Whether a charge would make its caller wait (an HTTP processor; a test token that answers
+ * late). One that does not is started with processor_charge_start and holds no thread. */
+bool processor_charge_blocks(const processor *p, const char *source);
+/* Starts a charge that does not block (see above): done runs once it is made, on a store
+ * writer's thread (builtin) or the HTTP processor's own thread, or at once (failure: what the
+ * charge met in the database). done must not block. The strings must live until then. */
+typedef void (*processor_charge_done)(proc_result r, db_failure failure, void *arg);
+void processor_charge_start(processor *p, const char *processor_key, int64_t amount,
+                            const char *currency, const char *source, processor_charge_done done,
+                            void *arg);
 proc_result processor_find_charge(processor *p, const char *processor_key);
 proc_result processor_refund(processor *p, const char *processor_key, const char *charge_id,
                              int64_t amount);
-
-/* True for the tokens §5 accepts: tok_ followed by 1-64 of [A-Za-z0-9_]. */
-int processor_valid_source(const char *source);
+/* Starts a refund, on either processor: done runs as processor_charge_start's does. */
+void processor_refund_start(processor *p, const char *processor_key, const char *charge_id,
+                            int64_t amount, processor_charge_done done, void *arg);
 
 #endif

@@ -9,6 +9,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,9 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/simulator.h"
-#include "server/signals.h"
 #include "store/store.h"
 
 #define MAX_BODY_BYTES (64 * 1024)
@@ -36,6 +37,9 @@ typedef struct sim_server {
     pthread_mutex_t dice_lock;
     unsigned dice;
     lose_mode lose_by;
+    /* charge and refund requests being answered now, and the most at once since start (GET
+     * /concurrency): how a test sees whether payd's calls overlapped */
+    atomic_int held[2], most_held[2]; /* [CHARGE], [REFUND] */
 } sim_server;
 
 /* One request's body, gathered over the access handler's calls. */
@@ -111,6 +115,16 @@ static enum MHD_Result lose_answer(sim_server *srv, struct MHD_Connection *conn,
 
 /* ---- the protocol ---- */
 
+enum { CHARGE, REFUND };
+
+static void call_arrived(sim_server *srv, int kind)
+{
+    int now = atomic_fetch_add(&srv->held[kind], 1) + 1;
+    int most = atomic_load(&srv->most_held[kind]);
+    while (now > most && !atomic_compare_exchange_weak(&srv->most_held[kind], &most, now))
+        ;
+}
+
 static enum MHD_Result post_charge(sim_server *srv, struct MHD_Connection *conn, const char *key,
                                    json_t *body)
 {
@@ -158,6 +172,16 @@ static enum MHD_Result post_refund(sim_server *srv, struct MHD_Connection *conn,
     return reply(conn, 200, json_pack("{s:s, s:s}", "id", r.id, "status", "succeeded"));
 }
 
+static enum MHD_Result get_concurrency(sim_server *srv, struct MHD_Connection *conn)
+{
+    return reply(conn, 200,
+                 json_pack("{s:i, s:i, s:i, s:i}", "charges_in_flight",
+                           atomic_load(&srv->held[CHARGE]), "most_charges_in_flight",
+                           atomic_load(&srv->most_held[CHARGE]), "refunds_in_flight",
+                           atomic_load(&srv->held[REFUND]), "most_refunds_in_flight",
+                           atomic_load(&srv->most_held[REFUND])));
+}
+
 static enum MHD_Result get_stats(struct MHD_Connection *conn)
 {
     int64_t charges, refunds, deduplicated;
@@ -181,8 +205,11 @@ static enum MHD_Result post(sim_server *srv, struct MHD_Connection *conn, sim_re
         json_decref(body);
         return reply_error(conn, 400, "invalid_json", "the body must be a JSON object");
     }
+    int kind = charge ? CHARGE : REFUND;
+    call_arrived(srv, kind);
     enum MHD_Result rc =
         charge ? post_charge(srv, conn, key, body) : post_refund(srv, conn, key, body);
+    atomic_fetch_sub(&srv->held[kind], 1);
     json_decref(body);
     return rc;
 }
@@ -202,6 +229,9 @@ static enum MHD_Result route(sim_server *srv, struct MHD_Connection *conn, const
     } else if (!strcmp(url, "/stats")) {
         if (is_get)
             return get_stats(conn);
+    } else if (!strcmp(url, "/concurrency")) {
+        if (is_get)
+            return get_concurrency(srv, conn);
     } else {
         return reply_error(conn, 404, "route_not_found", "no route matches this path");
     }
@@ -273,7 +303,10 @@ static void sim_usage(void)
         "  --fail-before P     probability of a 500 without charging\n"
         "  --fail-after P      probability of charging, then a 500 or a dropped connection\n"
         "  --lose-by M         how --fail-after loses answers: either (default), 500 or drop\n"
-        "  --seed N            seed for the fault dice (default: the time)\n");
+        "  --seed N            seed for the fault dice (default: the time)\n\n"
+        "Besides the protocol: GET /stats (charges, refunds, deduplicated since start) and\n"
+        "GET /concurrency (charge and refund requests being answered now, and the most at "
+        "once).\n");
 }
 
 static bool parse_probability(const char *s, double *out)

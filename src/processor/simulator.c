@@ -51,8 +51,12 @@ typedef struct charge_job {
     const char *key, *currency, *source;
     int64_t amount;
     const char *decline_code; /* NULL: approve */
-    bool created;             /* this call made the charge (false: an earlier call did) */
+    bool slow;                /* tok_slow: answers late (after the timeout when it is short) */
+    int64_t timeout_ms;
+    bool created; /* this call made the charge (false: an earlier call did) */
     proc_result result;
+    sim_charge_done done; /* sim_charge_start */
+    void *done_arg;
 } charge_job;
 
 static void read_charge(db_stmt *st, proc_result *r)
@@ -93,42 +97,90 @@ static int record_charge(db_conn *db, void *arg)
     return rc;
 }
 
-proc_result sim_charge(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
-                       int64_t amount, const char *currency, const char *source)
+/* The test tokens of §5 that decide before any charge: the card's answer, or no answer. */
+static charge_job new_charge(const char *key, int64_t amount, const char *currency,
+                             const char *source, int64_t timeout_ms)
 {
-    proc_result unavailable = {.status = PROC_UNAVAILABLE};
-    if (f)
-        sleep_ms(f->latency_ms);
-    if (!strcmp(source, "tok_processorDown") || roll(f, f ? f->fail_before : 0))
-        return unavailable;
-
-    charge_job j = {.key = key, .amount = amount, .currency = currency, .source = source};
+    charge_job j = {.key = key,
+                    .amount = amount,
+                    .currency = currency,
+                    .source = source,
+                    .timeout_ms = timeout_ms,
+                    .slow = !strcmp(source, "tok_slow")};
     if (!strcmp(source, "tok_chargeDeclined"))
         j.decline_code = "generic_decline";
     else if (!strcmp(source, "tok_insufficientFunds"))
         j.decline_code = "insufficient_funds";
+    return j;
+}
 
-    bool slow = !strcmp(source, "tok_slow");
-    if (slow) {
+static bool down_before_charging(const sim_faults *f, const char *source)
+{
+    return !strcmp(source, "tok_processorDown") || roll(f, f ? f->fail_before : 0);
+}
+
+/* What the caller hears once the charge's write ended (rc: the job's result). */
+static proc_result charge_answer(const sim_faults *f, const charge_job *j, int rc)
+{
+    proc_result unavailable = {.status = PROC_UNAVAILABLE};
+    if (rc != 0)
+        return unavailable;
+    if (!j->created) {
+        atomic_fetch_add(&deduplicated, 1);
+        return j->result;
+    }
+    atomic_fetch_add(&charges_made, 1);
+    /* the charge is made; these lose its answer on the way back */
+    if (j->slow && j->timeout_ms < 2000)
+        return unavailable;
+    if (!strcmp(j->source, "tok_lostResponse") || roll(f, f ? f->fail_after : 0))
+        return unavailable;
+    return j->result;
+}
+
+proc_result sim_charge(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
+                       int64_t amount, const char *currency, const char *source)
+{
+    if (f)
+        sleep_ms(f->latency_ms);
+    if (down_before_charging(f, source))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    charge_job j = new_charge(key, amount, currency, source, timeout_ms);
+    if (j.slow) {
         /* a charge already made under this key answers at once */
         proc_result found = sim_find_charge(s, key);
         if (found.status != PROC_NOT_FOUND && found.status != PROC_UNAVAILABLE)
             return found;
         sleep_ms(timeout_ms < 2000 ? timeout_ms : 2000);
     }
-    if (store_write(s, record_charge, &j) != 0)
-        return unavailable;
-    if (!j.created) {
-        atomic_fetch_add(&deduplicated, 1);
-        return j.result;
+    return charge_answer(f, &j, store_write(s, record_charge, &j));
+}
+
+bool sim_charge_blocks(const char *source)
+{
+    return !strcmp(source, "tok_slow");
+}
+
+static void charge_written(int rc, db_failure failure, const char *error, void *arg)
+{
+    (void)error; /* the store logged it */
+    charge_job *j = arg;
+    j->done(charge_answer(NULL, j, rc), failure, j->done_arg);
+    free(j);
+}
+
+void sim_charge_start(store *s, int64_t timeout_ms, const char *key, int64_t amount,
+                      const char *currency, const char *source, sim_charge_done done, void *arg)
+{
+    if (down_before_charging(NULL, source)) {
+        done((proc_result){.status = PROC_UNAVAILABLE}, DB_FAILURE_NONE, arg);
+        return;
     }
-    atomic_fetch_add(&charges_made, 1);
-    /* the charge is made; these lose its answer on the way back */
-    if (slow && timeout_ms < 2000)
-        return unavailable;
-    if (!strcmp(source, "tok_lostResponse") || roll(f, f ? f->fail_after : 0))
-        return unavailable;
-    return j.result;
+    charge_job *j = malloc(sizeof *j);
+    *j = new_charge(key, amount, currency, source, timeout_ms);
+    j->done = done;
+    j->done_arg = arg;
+    store_submit(s, record_charge, j, charge_written, j);
 }
 
 proc_result sim_find_charge(store *s, const char *key)
@@ -152,6 +204,8 @@ typedef struct refund_job {
     int64_t amount;
     bool created;
     proc_result result;
+    sim_charge_done done; /* sim_refund_start */
+    void *done_arg;
 } refund_job;
 
 static int record_refund(db_conn *db, void *arg)
@@ -190,6 +244,28 @@ proc_result sim_refund(store *s, const sim_faults *f, const char *key, const cha
     if (j.created && roll(f, f ? f->fail_after : 0))
         return (proc_result){.status = PROC_UNAVAILABLE};
     return j.result;
+}
+
+static void refund_written(int rc, db_failure failure, const char *error, void *arg)
+{
+    (void)error; /* the store logged it */
+    refund_job *j = arg;
+    proc_result r = {.status = PROC_UNAVAILABLE};
+    if (rc == 0) {
+        atomic_fetch_add(j->created ? &refunds_made : &deduplicated, 1);
+        r = j->result;
+    }
+    j->done(r, failure, j->done_arg);
+    free(j);
+}
+
+void sim_refund_start(store *s, const char *key, const char *charge_id, int64_t amount,
+                      sim_charge_done done, void *arg)
+{
+    refund_job *j = malloc(sizeof *j);
+    *j = (refund_job){
+        .key = key, .charge_id = charge_id, .amount = amount, .done = done, .done_arg = arg};
+    store_submit(s, record_refund, j, refund_written, j);
 }
 
 void sim_stats(int64_t *charges, int64_t *refunds, int64_t *dedup)

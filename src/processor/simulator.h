@@ -15,9 +15,21 @@ typedef struct sim_faults {
 
 proc_result sim_charge(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
                        int64_t amount, const char *currency, const char *source);
+/* The same without blocking (the in-process processor, no injected faults): done runs once the
+ * charge is durable, on the store writer's thread, or at once for a token that answers before
+ * charging. The strings must live until then. Not for sources that make it wait
+ * (sim_charge_blocks). */
+typedef void (*sim_charge_done)(proc_result r, db_failure failure, void *arg);
+void sim_charge_start(store *s, int64_t timeout_ms, const char *key, int64_t amount,
+                      const char *currency, const char *source, sim_charge_done done, void *arg);
+bool sim_charge_blocks(const char *source);
 proc_result sim_find_charge(store *s, const char *key);
 proc_result sim_refund(store *s, const sim_faults *f, const char *key, const char *charge_id,
                        int64_t amount);
+/* The same without blocking (the in-process processor, no injected faults): done runs once the
+ * refund is durable, on the store writer's thread. The strings must live until then. */
+void sim_refund_start(store *s, const char *key, const char *charge_id, int64_t amount,
+                      sim_charge_done done, void *arg);
 /* {"charges": n, "refunds": n, "deduplicated": n} since start */
 void sim_stats(int64_t *charges, int64_t *refunds, int64_t *deduplicated);
 

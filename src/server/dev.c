@@ -7,6 +7,8 @@
 
 #include "api/stats.h"
 #include "core/ids.h"
+#include "api/routes.h"
+#include "request/route.h"
 #include "core/timefmt.h"
 #include "store/store.h"
 
@@ -191,4 +193,32 @@ int dev_store_bench_main(int argc, char **argv)
     free(t);
     free(ids);
     return failures ? 1 : 0;
+}
+
+int dev_routes_main(int argc, char **argv)
+{
+    if (argc != 1 || strcmp(argv[0], "--json") != 0) {
+        fprintf(stderr, "usage: payd dev routes --json\n");
+        return 2;
+    }
+    json_t *out = json_array();
+    for (int i = 0; i < payd_route_count; i++) {
+        const route *r = &payd_routes[i];
+        unsigned f = r->flags;
+        json_t *o = json_pack("{s:s, s:s, s:b, s:s?}", "method", r->method, "path", r->pattern,
+                              "auth", (f & ROUTE_AUTH) != 0, "idempotency_key",
+                              f & ROUTE_IDEM_REQUIRED   ? "required"
+                              : f & ROUTE_IDEM_OPTIONAL ? "optional"
+                                                        : NULL);
+        if (r->body)
+            json_object_set_new(o, "body", schema_body_json(r->body));
+        if (r->query)
+            json_object_set_new(o, "query", schema_query_json(r->query));
+        json_array_append_new(out, o);
+    }
+    char *text = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    puts(text);
+    free(text);
+    json_decref(out);
+    return 0;
 }

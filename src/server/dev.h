@@ -9,4 +9,8 @@ int dev_seed_main(int argc, char **argv);
  * each. --max-batch 1 is one transaction (one fsync) per job, the naive way. Prints JSON. */
 int dev_store_bench_main(int argc, char **argv);
 
+/* `payd dev routes --json`: the route table as JSON, with each route's declared body and query
+ * as JSON Schema (http/schema.h), for the test that holds docs/openapi.json to it. */
+int dev_routes_main(int argc, char **argv);
+
 #endif

@@ -1,16 +1,15 @@
 #include "server/limits.h"
 
-#include <arpa/inet.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/gcra.h"
 #include "core/timefmt.h"
-#include "server/app.h"
-#include "server/limits_redis.h"
-#include "server/metrics.h"
+#include "http/server.h"
+#include "node/app.h"
+#include "node/limits_redis.h"
+#include "node/metrics.h"
 
 /* Decimal digits of v into out (at least 24 bytes). */
 static void format_int(char *out, int64_t v)
@@ -37,16 +36,9 @@ static void client_key(request *req, char *out, size_t cap)
         format_int(out + 2, (int64_t)req->user.id);
         return;
     }
-    const union MHD_ConnectionInfo *info =
-        req->conn ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
-    char addr[INET6_ADDRSTRLEN] = "unknown";
-    if (info && info->client_addr) {
-        const struct sockaddr *sa = info->client_addr;
-        if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
-        else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    }
+    char addr[64];
+    if (!req->exchange || !http_exchange_client_address(req->exchange, addr, sizeof addr))
+        snprintf(addr, sizeof addr, "unknown");
     snprintf(out, cap, "a:%s", addr);
 }
 

@@ -21,6 +21,10 @@ typedef struct deferred_write {
     int fail_code;          /* the job's answer when the changed rows differ */
 } deferred_write;
 
+/* The first copy of the WAL-index header: every commit rewrites it (its change counter, last
+ * frame and checksums), by any connection of any process (sqlite.org/walformat.html). */
+#define WAL_INDEX_HEADER_BYTES 48
+
 struct db_stmt {
     db_conn *conn;
     const char *sql;
@@ -52,6 +56,15 @@ struct db_conn {
     int deferred_failure; /* the first held write that failed its check, since taken */
     db_stmt cache[STMT_CACHE_SIZE];
     db_stmt scratch; /* PostgreSQL: the one statement in use (results are not nested) */
+    /* SQLite readers: the WAL-index header (shared memory SQLite maps), and a copy of it taken
+     * when the open read snapshot began */
+    const volatile unsigned char *wal_index;
+    unsigned char snapshot_header[WAL_INDEX_HEADER_BYTES];
+    bool snapshot_open;
+    /* SQLite writer: checkpoint once the WAL holds this many pages, calling before first */
+    int checkpoint_pages;
+    void (*before_checkpoint)(void *arg);
+    void *before_checkpoint_arg;
     char error[256];
 };
 
@@ -141,8 +154,17 @@ static db_status lite_status(db_conn *c, int rc)
     }
 }
 
+/* Before SQLite's first use: no global memory statistics, which would take one process-wide
+ * mutex on every allocation of every connection (the writer allocates for each statement). */
+static void lite_configure(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static db_conn *lite_open(const char *path, bool read_only, char *err, size_t errlen)
 {
+    static pthread_once_t configured = PTHREAD_ONCE_INIT;
+    pthread_once(&configured, lite_configure);
     db_conn *c = calloc(1, sizeof *c);
     c->kind = DB_SQLITE;
     int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
@@ -879,6 +901,81 @@ db_status db_exec_script(db_conn *c, const char *sql)
     db_status rc = pg_status(c, r);
     PQclear(r);
     return rc;
+}
+
+/* SQLite's own mapping of the WAL-index's first region, or NULL before the file has one. */
+static const volatile unsigned char *lite_wal_index(db_conn *c)
+{
+    if (c->wal_index)
+        return c->wal_index;
+    sqlite3_file *f = NULL;
+    volatile void *region = NULL;
+    if (sqlite3_file_control(c->lite, "main", SQLITE_FCNTL_FILE_POINTER, &f) == SQLITE_OK && f &&
+        f->pMethods && f->pMethods->iVersion >= 2 && f->pMethods->xShmMap &&
+        f->pMethods->xShmMap(f, 0, 32768, 0, &region) == SQLITE_OK)
+        c->wal_index = region;
+    return c->wal_index;
+}
+
+static void wal_header_copy(const volatile unsigned char *from, unsigned char *to)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    for (int i = 0; i < WAL_INDEX_HEADER_BYTES; i++)
+        to[i] = from[i];
+}
+
+bool db_snapshot_open(const db_conn *c)
+{
+    return c->snapshot_open;
+}
+
+void db_snapshot_end(db_conn *c)
+{
+    if (!c->snapshot_open)
+        return;
+    c->snapshot_open = false;
+    if (!sqlite3_get_autocommit(c->lite) && db_exec(c, "COMMIT", "") != DB_DONE)
+        db_exec(c, "ROLLBACK", "");
+}
+
+void db_snapshot_enter(db_conn *c)
+{
+    if (c->kind != DB_SQLITE)
+        return;
+    const volatile unsigned char *header = lite_wal_index(c);
+    if (!header)
+        return; /* no WAL-index yet: statements run on their own */
+    unsigned char now[WAL_INDEX_HEADER_BYTES];
+    wal_header_copy(header, now);
+    if (c->snapshot_open && !sqlite3_get_autocommit(c->lite) &&
+        !memcmp(now, c->snapshot_header, sizeof now))
+        return; /* nothing has committed since the snapshot began: it is the latest */
+    db_snapshot_end(c);
+    /* The copy is taken before the snapshot is (by the first read after BEGIN): a commit
+     * between the two only makes the next check end a snapshot that was newer than it. */
+    memcpy(c->snapshot_header, now, sizeof now);
+    if (db_exec(c, "BEGIN", "") == DB_DONE)
+        c->snapshot_open = true;
+}
+
+static int lite_wal_hook(void *arg, sqlite3 *lite, const char *name, int pages)
+{
+    db_conn *c = arg;
+    if (pages >= c->checkpoint_pages) {
+        c->before_checkpoint(c->before_checkpoint_arg);
+        sqlite3_wal_checkpoint_v2(lite, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    }
+    return SQLITE_OK;
+}
+
+void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *arg)
+{
+    if (c->kind != DB_SQLITE)
+        return;
+    c->checkpoint_pages = pages;
+    c->before_checkpoint = before;
+    c->before_checkpoint_arg = arg;
+    sqlite3_wal_hook(c->lite, lite_wal_hook, c);
 }
 
 db_status db_begin(db_conn *c)

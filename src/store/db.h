@@ -117,6 +117,17 @@ int db_take_deferred_failure(db_conn *c);
 /* Runs several ;-separated statements without parameters (schema, BEGIN, …). */
 db_status db_exec_script(db_conn *c, const char *sql);
 
+/* SQLite readers: a read transaction kept open from one request to the next for as long as
+ * nothing commits, so that a read takes none of SQLite's per-transaction locks. db_snapshot_enter
+ * keeps the open snapshot when the WAL-index header shows no commit since it began (by any
+ * connection of any process), else ends it and begins another; no-op on PostgreSQL. */
+void db_snapshot_enter(db_conn *c);
+void db_snapshot_end(db_conn *c);
+bool db_snapshot_open(const db_conn *c);
+/* SQLite writer: after a commit that leaves the WAL at `pages` pages or more, calls before(arg)
+ * and checkpoints (PASSIVE, as SQLite's automatic checkpoint, which this replaces, does). */
+void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *arg);
+
 /* Begins a transaction. SQLite takes the write lock at once (BEGIN IMMEDIATE); PostgreSQL sends
  * the BEGIN together with the first statement that follows, a round trip fewer (a COMMIT or
  * ROLLBACK with nothing between is then no statement at all). */

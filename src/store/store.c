@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,11 +20,37 @@ typedef struct write_job {
     char error[200];    /* the database's reason when result is STORE_FAILED */
     db_failure failure; /* PostgreSQL: why the database failed it, for the caller's thread */
     int64_t queued_ns;  /* PostgreSQL: a job that waited past the pool timeout is refused */
-    sem_t *done;
+    sem_t *done;        /* store_write: its caller waits on it */
+    write_done_fn then; /* store_submit: called on the writer thread instead */
+    void *then_arg;
+    enum { FAULT_UNASKED, FAULT_NONE, FAULT_FAIL } fault; /* asked once per job, not per run */
     struct write_job *next;
 } write_job;
 
+/* A job's batch has ended: its caller wakes, or (store_submit) its continuation runs here, on
+ * the writer's thread, and the job is freed. */
+static void job_finished(write_job *job)
+{
+    if (!job->then) {
+        sem_post(job->done);
+        return;
+    }
+    job->then(job->result, job->failure, job->error, job->then_arg);
+    free(job);
+}
+
 #define MAX_READERS 1024
+/* SQLite checkpoints once the WAL holds this many pages (its own default) */
+#define WAL_CHECKPOINT_PAGES 1000
+
+/* An SQLite reader connection and which thread may use it (see "readers" below). */
+enum { READER_FREE, READER_IN_USE, READER_PARKED, READER_ENDING };
+
+typedef struct reader_slot {
+    db_conn *conn;
+    atomic_int state;
+} reader_slot;
+
 #define PG_ATTEMPTS 10
 
 /* PostgreSQL: a pool of idle connections (a stack: the most recently used is reused first, so
@@ -68,9 +95,10 @@ struct store {
     int64_t backoff_ms;
     char last_error[256];
 
-    /* readers: SQLite one per thread, PostgreSQL one per request (lent from the pool) */
+    /* readers: SQLite one per thread (a reader_slot), PostgreSQL one per request (lent from
+     * the pool) */
     pthread_key_t reader_key;
-    db_conn *readers[MAX_READERS];
+    reader_slot *readers[MAX_READERS];
     int reader_count;
 
     store_stats stats;
@@ -181,11 +209,15 @@ void store_set_faults(const store_faults *f)
 }
 
 /* Runs one job, unless a fault says this one fails as a database error would. */
-static int run_job(db_conn *db, write_job_fn fn, void *ctx)
+/* Runs a job's function. A job may run more than once (a batch run again with savepoints); an
+ * injected failure is the job's, so every run of it meets the same one. */
+static int run_job(db_conn *db, write_job *job)
 {
-    if (faults.fail_job && faults.fail_job())
+    if (job->fault == FAULT_UNASKED)
+        job->fault = faults.fail_job && faults.fail_job() ? FAULT_FAIL : FAULT_NONE;
+    if (job->fault == FAULT_FAIL)
         return DB_ERROR;
-    return fn(db, ctx);
+    return job->fn(db, job->ctx);
 }
 
 static db_status commit(db_conn *db)
@@ -206,28 +238,59 @@ static int batch_bucket(int n)
     return b;
 }
 
-/* One batch: BEGIN, each job in its savepoint, COMMIT. With max_batch 1 there is no savepoint:
- * the job is the transaction. */
+/* Jobs back to back in the open transaction, no savepoint: true when every one succeeded. A
+ * savepoint per job costs two statements and a copy of each page the job is first to touch in
+ * it, and nearly every job succeeds; when one fails, everything is rolled back (nothing was
+ * committed) and the batch runs again carefully. Jobs are pure functions of their context, so
+ * running one again is safe (the PostgreSQL writers below do the same). */
+static bool run_back_to_back(db_conn *db, write_job **jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        jobs[i]->result = run_job(db, jobs[i]);
+        if (jobs[i]->result != 0) {
+            db_exec(db, "ROLLBACK", "");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Each job in its own savepoint, so a job that fails has only its own writes rolled back. */
+static void run_with_savepoints(db_conn *db, write_job **jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        db_exec(db, "SAVEPOINT job", "");
+        int mark = held.count;
+        jobs[i]->result = run_job(db, jobs[i]);
+        if (jobs[i]->result != 0) {
+            held.count = mark; /* what the job held goes with its writes */
+            db_exec(db, "ROLLBACK TO job", "");
+        }
+        db_exec(db, "RELEASE job", "");
+    }
+}
+
+/* One batch: BEGIN, the jobs, COMMIT. A single job is the transaction itself: its failure
+ * rolls it back and is its answer. */
 static void run_batch(store *s, write_job **jobs, int n)
 {
     db_conn *db = s->writer_db;
     held.count = 0;
     bool ok = db_begin(db) == DB_DONE;
-    for (int i = 0; i < n && ok; i++) {
-        if (n > 1)
-            db_exec(db, "SAVEPOINT job", "");
-        int mark = held.count;
-        jobs[i]->result = run_job(db, jobs[i]->fn, jobs[i]->ctx);
-        if (jobs[i]->result != 0)
-            held.count = mark; /* what the job held goes with its writes */
-        if (n > 1) {
-            if (jobs[i]->result != 0)
-                db_exec(db, "ROLLBACK TO job", "");
-            db_exec(db, "RELEASE job", "");
-        } else if (jobs[i]->result != 0) {
+    if (ok && n == 1) {
+        jobs[0]->result = run_job(db, jobs[0]);
+        if (jobs[0]->result != 0) {
             db_exec(db, "ROLLBACK", "");
             goto finished;
         }
+    } else if (ok && !run_back_to_back(db, jobs, n)) {
+        pthread_mutex_lock(&s->lock);
+        s->stats.careful_reruns++;
+        pthread_mutex_unlock(&s->lock);
+        held.count = 0;
+        ok = db_begin(db) == DB_DONE;
+        if (ok)
+            run_with_savepoints(db, jobs, n);
     }
     if (!ok || commit(db) != DB_DONE) {
         log_error("error", "batch commit failed", db_last_error(db));
@@ -245,7 +308,7 @@ finished:
     s->stats.batch_size_buckets[batch_bucket(n)]++;
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < n; i++)
-        sem_post(jobs[i]->done);
+        job_finished(jobs[i]);
 }
 
 static void pg_run_batch(store *s, write_job **jobs, int n);
@@ -544,6 +607,8 @@ static int pg_start(store *s, char *err, size_t errlen)
     return 0;
 }
 
+static void end_parked_snapshots(void *arg);
+
 store *store_open(const store_options *opt, char *err, size_t errlen)
 {
     store *s = calloc(1, sizeof *s);
@@ -589,6 +654,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         return NULL;
     }
     s->writer_db = first;
+    db_checkpoint_at(first, WAL_CHECKPOINT_PAGES, end_parked_snapshots, s);
     pthread_create(&s->writer, NULL, writer_main, s);
     s->writer_started = true;
     return s;
@@ -612,8 +678,10 @@ void store_close(store *s)
     db_close(s->writer_db);
     pool_destroy(&s->writer_pool);
     pool_destroy(&s->reader_pool);
-    for (int i = 0; i < s->reader_count; i++)
-        db_close(s->readers[i]);
+    for (int i = 0; i < s->reader_count; i++) {
+        db_close(s->readers[i]->conn);
+        free(s->readers[i]);
+    }
     pthread_key_delete(s->reader_key);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->pool_lock);
@@ -663,7 +731,7 @@ static int pg_run_job(db_conn *db, write_job *job, bool settle)
     db_clear_busy(db);
     db_failure before = db_thread_failure();
     db_thread_failure_reset();
-    int result = run_job(db, job->fn, job->ctx);
+    int result = run_job(db, job);
     if (settle && result == 0)
         result = db_flush(db);
     job->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
@@ -775,7 +843,7 @@ static void pg_finish_jobs(store *s, write_job **jobs, int n, int batches)
     s->stats.batch_size_buckets[batch_bucket(n)] += batches;
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < n; i++)
-        sem_post(jobs[i]->done);
+        job_finished(jobs[i]);
 }
 
 static void pg_run_batch(store *s, write_job **jobs, int n)
@@ -788,7 +856,7 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
         if (jobs[i]->queued_ns < too_old) {
             jobs[i]->result = STORE_FAILED;
             jobs[i]->failure = DB_FAILURE_TIMEOUT;
-            sem_post(jobs[i]->done);
+            job_finished(jobs[i]);
         } else {
             jobs[fresh++] = jobs[i];
         }
@@ -884,29 +952,44 @@ static void pg_start_writers(store *s)
         pthread_create(&s->pg_writers[i], NULL, writer_main, s);
 }
 
+static void enqueue(store *s, write_job *job)
+{
+    if (s->kind == DB_POSTGRES)
+        job->queued_ns = clock_ns();
+    pthread_mutex_lock(&s->lock);
+    if (s->tail)
+        s->tail->next = job;
+    else
+        s->head = job;
+    s->tail = job;
+    s->depth++;
+    pthread_cond_signal(&s->has_work);
+    pthread_mutex_unlock(&s->lock);
+}
+
 int store_write(store *s, write_job_fn fn, void *ctx)
 {
     /* PostgreSQL: a reader this thread holds goes back to the pool while it waits, so waiting
      * writers do not hold the read budget (the handler asks store_reader again afterwards) */
     store_thread_done(s);
     write_job job = {.fn = fn, .ctx = ctx, .done = thread_semaphore()};
-    if (s->kind == DB_POSTGRES)
-        job.queued_ns = clock_ns();
-    pthread_mutex_lock(&s->lock);
-    if (s->tail)
-        s->tail->next = &job;
-    else
-        s->head = &job;
-    s->tail = &job;
-    s->depth++;
-    pthread_cond_signal(&s->has_work);
-    pthread_mutex_unlock(&s->lock);
+    enqueue(s, &job);
     while (sem_wait(job.done) != 0) {
     }
     if (job.result == STORE_FAILED) /* here, on the caller's thread, the request is known */
         log_error("error", "write job failed", job.error);
     db_note_failure(job.failure);
     return job.result;
+}
+
+void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg)
+{
+    write_job *job = calloc(1, sizeof *job);
+    job->fn = fn;
+    job->ctx = ctx;
+    job->then = then;
+    job->then_arg = then_arg;
+    enqueue(s, job);
 }
 
 write_result write_result_of(int job_rc)
@@ -956,39 +1039,119 @@ void store_get_stats(store *s, store_stats *out)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* ---- readers ----
+ *
+ * SQLite: one connection per thread. A request's reads share one read snapshot, which is kept
+ * ("parked") when the request ends: the next request on the thread reads from it without
+ * taking SQLite's per-transaction locks for as long as the WAL-index header shows that nothing
+ * has committed since it began (db_snapshot_enter); reads outside a request run one statement at
+ * a time, as before. A parked snapshot pins the WAL frames it reads, which a checkpoint could
+ * otherwise copy back and a later write start over, so the writer ends every parked snapshot
+ * before it checkpoints. A slot's state says which thread may use its connection. */
+/* Set between store_request_begin and store_thread_done on a thread serving a request. */
+static _Thread_local bool reads_for_request;
+
+void store_request_begin(store *s)
+{
+    (void)s;
+    reads_for_request = true;
+}
+
+/* On the owner's thread. */
+static void slot_take(reader_slot *r)
+{
+    for (;;) {
+        int seen = atomic_load(&r->state);
+        if (seen == READER_IN_USE)
+            return; /* already taken by this thread */
+        if (seen != READER_ENDING && atomic_compare_exchange_weak(&r->state, &seen, READER_IN_USE))
+            return;
+        sched_yield(); /* the writer is ending the parked snapshot (one COMMIT) */
+    }
+}
+
+static void slot_put(reader_slot *r)
+{
+    atomic_store(&r->state, db_snapshot_open(r->conn) ? READER_PARKED : READER_FREE);
+}
+
+/* On the writer's thread, before a checkpoint. */
+static void end_parked_snapshots(void *arg)
+{
+    store *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->reader_count; i++) {
+        reader_slot *r = s->readers[i];
+        int parked = READER_PARKED;
+        if (atomic_compare_exchange_strong(&r->state, &parked, READER_ENDING)) {
+            db_snapshot_end(r->conn);
+            atomic_store(&r->state, READER_FREE);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static db_conn *lite_reader(store *s)
+{
+    reader_slot *r = pthread_getspecific(s->reader_key);
+    if (!r) {
+        char err[256];
+        db_conn *c = db_open(s->url, true, err, sizeof err);
+        if (!c) {
+            log_error("error", "cannot open reader", err);
+            return NULL;
+        }
+        r = calloc(1, sizeof *r);
+        r->conn = c;
+        atomic_init(&r->state, READER_IN_USE);
+        pthread_mutex_lock(&s->lock);
+        if (s->reader_count == MAX_READERS) {
+            pthread_mutex_unlock(&s->lock);
+            db_close(c);
+            free(r);
+            return NULL;
+        }
+        s->readers[s->reader_count++] = r;
+        pthread_mutex_unlock(&s->lock);
+        pthread_setspecific(s->reader_key, r);
+    }
+    slot_take(r);
+    if (reads_for_request)
+        db_snapshot_enter(r->conn);
+    else
+        db_snapshot_end(r->conn);
+    return r->conn;
+}
+
+bool store_keeps_snapshot(store *s)
+{
+    reader_slot *r = s->kind == DB_SQLITE ? pthread_getspecific(s->reader_key) : NULL;
+    return r && db_snapshot_open(r->conn);
+}
+
 db_conn *store_reader(store *s)
 {
+    if (s->kind != DB_POSTGRES)
+        return lite_reader(s);
     db_conn *c = pthread_getspecific(s->reader_key);
     if (c)
         return c;
-    if (s->kind == DB_POSTGRES) {
-        c = pool_take(s, &s->reader_pool);
-        if (c)
-            pthread_setspecific(s->reader_key, c);
-        return c;
-    }
-    char err[256];
-    c = db_open(s->url, true, err, sizeof err);
-    if (!c) {
-        log_error("error", "cannot open reader", err);
-        return NULL;
-    }
-    pthread_mutex_lock(&s->lock);
-    if (s->reader_count == MAX_READERS) {
-        pthread_mutex_unlock(&s->lock);
-        db_close(c);
-        return NULL;
-    }
-    s->readers[s->reader_count++] = c;
-    pthread_mutex_unlock(&s->lock);
-    pthread_setspecific(s->reader_key, c);
+    c = pool_take(s, &s->reader_pool);
+    if (c)
+        pthread_setspecific(s->reader_key, c);
     return c;
 }
 
 void store_thread_done(store *s)
 {
-    if (s->kind != DB_POSTGRES)
-        return; /* SQLite readers stay with their thread: opening one costs more than a read */
+    reads_for_request = false;
+    if (s->kind != DB_POSTGRES) {
+        /* the connection stays with its thread: opening one costs more than a read */
+        reader_slot *r = pthread_getspecific(s->reader_key);
+        if (r)
+            slot_put(r);
+        return;
+    }
     db_conn *c = pthread_getspecific(s->reader_key);
     if (!c)
         return;
@@ -1002,18 +1165,19 @@ void store_release_reader(store *s)
         store_thread_done(s);
         return;
     }
-    db_conn *c = pthread_getspecific(s->reader_key);
-    if (!c)
+    reader_slot *r = pthread_getspecific(s->reader_key);
+    if (!r)
         return;
     pthread_setspecific(s->reader_key, NULL);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&s->lock); /* the writer sweeps the slots under it */
     for (int i = 0; i < s->reader_count; i++)
-        if (s->readers[i] == c) {
+        if (s->readers[i] == r) {
             s->readers[i] = s->readers[--s->reader_count];
             break;
         }
     pthread_mutex_unlock(&s->lock);
-    db_close(c);
+    db_close(r->conn);
+    free(r);
 }
 
 typedef struct secret_job {

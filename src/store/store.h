@@ -100,6 +100,12 @@ db_kind store_kind(const store *s);
 /* Queues fn, blocks until its transaction committed (or failed), returns fn's result, or
  * STORE_FAILED when the commit failed. */
 int store_write(store *s, write_job_fn fn, void *ctx);
+/* Queues fn and returns at once. When its transaction has committed (or failed), then runs on
+ * the writer's thread with what store_write would have returned, the database failure it met
+ * (for the caller's answer) and, for STORE_FAILED, the database's reason. It must not block,
+ * nor wait for a write job (its own thread runs them); it may submit more. */
+typedef void (*write_done_fn)(int result, db_failure failure, const char *error, void *arg);
+void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg);
 /* The same, named: write_result_of(store_write(...)). */
 write_result store_run(store *s, write_job_fn fn, void *ctx);
 int64_t store_queue_depth(store *s);
@@ -118,6 +124,11 @@ void store_set_faults(const store_faults *f);
  * down or no connection came free in time). SQLite: opened on first use and kept by the
  * thread. PostgreSQL: taken from the reader pool and held until store_thread_done. */
 db_conn *store_reader(store *s);
+/* The reads that follow on this thread, until store_thread_done, serve one request: on SQLite
+ * they share one read snapshot, kept for the thread's next request while nothing commits. */
+void store_request_begin(store *s);
+/* Whether this thread's SQLite reader holds a read snapshot now (for tests). */
+bool store_keeps_snapshot(store *s);
 /* The end of a request's database work on this thread: a PostgreSQL reader goes back to
  * the pool (a broken one is closed, and the store marked down). */
 void store_thread_done(store *s);

@@ -16,7 +16,7 @@
 
 #include "core/ids.h"
 #include "core/timefmt.h"
-#include "server/app.h"
+#include "node/app.h"
 #include "store/store.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */

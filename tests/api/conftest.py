@@ -127,6 +127,18 @@ class Payd:
         with sqlite3.connect(self.db) as c:
             return c.execute(query).fetchone()[0]
 
+    def execute(self, *statements):
+        """Runs statements on the server's database from this process, as another program would."""
+        if self.pg_database:
+            import pg
+            for statement in statements:
+                pg.cluster().psql(statement, self.pg_database)
+            return
+        import sqlite3
+        with sqlite3.connect(self.db, timeout=10) as c:
+            for statement in statements:
+                c.execute(statement)
+
     def read_log(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")

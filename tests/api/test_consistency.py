@@ -166,3 +166,23 @@ def busy_retries(server):
         if line.startswith('payd_store_batch_retries_total{reason="busy"}'):
             return int(line.split()[-1])
     raise AssertionError("payd_store_batch_retries_total is missing")
+
+
+def test_reads_see_what_another_process_committed(fresh_server):
+    """On SQLite each HTTP thread keeps its read snapshot from one request to the next while
+    nothing commits (docs/architecture.md, "Read snapshots kept between requests"): a row another process changes must show in
+    the very next read, whichever thread serves it."""
+    s = fresh_server(["--rate-limit", "100000/s"])
+    user = s.create_user()
+    acct = user.create_account()
+    path = "/v1/payments/" + user.pay(acct).json["id"]
+    shown = None
+    for i in range(25):
+        # a connection per request: every HTTP thread serves some, and keeps its snapshot
+        for _ in range(6):
+            r = user.get(path)
+            assert r.status == 200, r
+            assert r.json["description"] == shown
+        shown = f"changed elsewhere {i}"
+        s.execute(f"UPDATE payments SET description = '{shown}' "
+                  "WHERE id = (SELECT MAX(id) FROM payments)")

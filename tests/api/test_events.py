@@ -217,6 +217,23 @@ def test_deny_private_refuses_loopback(fresh_server):
         assert r.status == 400 and r.json["param"] == "url", (url, r)
 
 
+def test_a_refused_url_claims_no_key(fresh_server):
+    """The url's check (a DNS lookup) answers before the write job that would claim the key, so
+    the key stays unused: the corrected request takes it."""
+    s = fresh_server(args=["--webhook-deny-private"])
+    u = s.create_user()
+    k = "we-" + os.urandom(4).hex()
+    r = u.post("/v1/webhook_endpoints", {"url": "http://127.0.0.1:8080/x", "events": ["*"]},
+               idem=k)
+    assert r.status == 400 and r.json["param"] == "url", r
+    assert s.sql(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = '{k}'") == 0
+    body = {"url": "http://93.184.216.34/x", "events": ["*"]}
+    made = u.post("/v1/webhook_endpoints", body, idem=k)
+    assert made.status == 201, made
+    again = u.post("/v1/webhook_endpoints", body, idem=k)
+    assert again.raw == made.raw and again.header("Idempotent-Replayed") == "true"
+
+
 def test_deliveries_are_signed_and_filtered_by_type(server):
     u = server.create_user("delivery")
     rx = Receiver()

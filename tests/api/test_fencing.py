@@ -2,6 +2,7 @@
 key left open by a version before fencing resuming under the processor key it was given."""
 import hashlib
 import sqlite3
+import time
 import uuid
 
 import pytest
@@ -18,9 +19,16 @@ def test_every_claim_grows_the_fence_and_a_release_keeps_the_generation(fresh_se
     u = s.create_user()
     acct = u.create_account()
     idem = str(uuid.uuid4())
-    # a 404 of the target releases the key: the row stays, released, with its generation
+    # an account that is not the caller's is found before the claim: no key is written
     r = u.post("/v1/payments", {"account_id": "acct_0000000000000", "amount": 100,
                                 "currency": "USD", "source": "tok_visa"}, idem=idem)
+    assert r.status == 404
+    assert s.sql(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = '{idem}'") == 0
+    # an order's 404 comes after the claim (the order's answers are stored with the key) and
+    # releases it: the row stays, released, with its generation
+    r = u.post("/v1/payments", {"account_id": acct["id"], "amount": 100, "currency": "USD",
+                                "source": "tok_visa",
+                                "order_id": acct["id"].replace("acct_", "ord_")}, idem=idem)
     assert r.status == 404
     fence1, gen1, state1 = key_row(s, u, idem)
     assert state1 == "released"
@@ -62,3 +70,61 @@ def test_key_open_before_the_upgrade_resumes_with_its_old_processor_key(fresh_se
     r = u.post("/v1/payments", body, idem=idem)
     assert r.status == 201, r
     assert r.json["processor_charge_id"] == "ch_legacy"
+
+
+def wait_until(what, check, timeout=15):
+    deadline = time.time() + timeout
+    while not check():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_retry_recorded_while_the_void_is_decided_keeps_its_charge(fresh_server):
+    """The recoverer decides whether a queued charge is carried by a payment or must be voided
+    from two reads: the key's state, then the account's payments. A retry that records the charge
+    between the two (forced here: the recoverer sleeps there) must keep it. On PostgreSQL, where
+    each read sees what had committed when it began, the reads in the other order missed such a
+    payment, then saw its key completed, and voided the charge the payment carries."""
+    s = fresh_server(["--recovery-interval", "100ms"],
+                     env={"PAYD_FAULT": "sleep@void-between-reads=2000"})
+    u = s.create_user()
+    acct = u.create_account()
+    idem = str(uuid.uuid4())
+    body = {"account_id": acct["id"], "amount": 2468, "currency": "USD", "source": "tok_visa"}
+    first = u.post("/v1/payments", body, idem=idem)
+    assert first.status == 201, first
+    charge = first.json["processor_charge_id"]
+
+    # What a request that charged and lost its record leaves behind: no payment, its key
+    # released (generation kept, so a retry asks the processor under the same key and is handed
+    # the same charge), and the charge queued for the recoverer's void check.
+    key = f"idem_key = '{idem}'"
+    user_id = s.sql(f"SELECT user_id FROM idempotency_keys WHERE {key}")
+    fingerprint = s.sql(f"SELECT fingerprint FROM idempotency_keys WHERE {key}")
+    generation = s.sql(f"SELECT generation FROM idempotency_keys WHERE {key}")
+    account = s.sql(f"SELECT account_id FROM payments WHERE processor_charge_id = '{charge}'")
+    processor_key = s.sql(f"SELECT processor_key FROM processor_charges "
+                          f"WHERE charge_id = '{charge}'")
+    s.execute(f"DELETE FROM payments WHERE processor_charge_id = '{charge}'",
+              f"UPDATE accounts SET balance = balance - 2468 WHERE id = {account}",
+              "UPDATE idempotency_keys SET state = 'released', response_status = NULL, "
+              "response_body = NULL, response_location = NULL, response_event = NULL "
+              f"WHERE {key}",
+              "INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, generation, "
+              f"account_id, charge_id, amount, created_at) VALUES ('{processor_key}', {user_id}, "
+              f"'{idem}', '{fingerprint}', {generation}, {account}, '{charge}', 2468, 0)")
+
+    wait_until("the recoverer between its two reads",
+               lambda: '"at":"void-between-reads"' in s.read_log())
+    retry = u.post("/v1/payments", body, idem=idem)
+    assert retry.status == 201, retry
+    wait_until("the void check to end", lambda: s.sql("SELECT COUNT(*) FROM charge_voids") == 0)
+
+    # charged once: one payment, and its charge is the only one the processor kept
+    assert s.sql("SELECT COUNT(*) FROM payments") == 1
+    carried = s.sql("SELECT processor_charge_id FROM payments")
+    assert s.sql("SELECT COUNT(*) FROM processor_refunds "
+                 f"WHERE charge_id = '{carried}'") == 0, "the recorded charge was voided"
+    assert s.sql("SELECT COUNT(*) FROM processor_charges c WHERE status = 'succeeded' AND NOT "
+                 "EXISTS (SELECT 1 FROM processor_refunds r WHERE r.charge_id = c.charge_id)") == 1
+    assert u.get(f"/v1/accounts/{acct['id']}").json["balance"] == 2468

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import json
+import re
 import time
 import uuid
 
@@ -74,15 +75,6 @@ def test_answers_keep_their_body_while_an_older_node_is_live(fresh_server):
     user = server.create_user("mixed-fleet")
     acct = user.create_account()
 
-    def execute(statement):
-        if server.pg_database:
-            import pg
-            pg.cluster().psql(statement, server.pg_database)
-        else:
-            import sqlite3
-            with sqlite3.connect(server.db) as c:
-                c.execute(statement)
-
     def pay_and_look():
         k = key()
         r = user.post("/v1/payments", payment_body(acct), idem=k)
@@ -92,13 +84,13 @@ def test_answers_keep_their_body_while_an_older_node_is_live(fresh_server):
 
     assert pay_and_look() != 0
     far = int(time.time() * 1e6) + 3600 * 10**6
-    execute("INSERT INTO node_leases (node_id, holder, acquired_at, expires_at) "
-            f"VALUES (900, 'serve:older-release', 0, {far})")
+    server.execute("INSERT INTO node_leases (node_id, holder, acquired_at, expires_at) "
+                   f"VALUES (900, 'serve:older-release', 0, {far})")
     deadline = time.time() + 10
     while pay_and_look() != 0:
         assert time.time() < deadline, "answers still name events with an older node live"
         time.sleep(0.5)
-    execute("DELETE FROM node_leases WHERE node_id = 900")
+    server.execute("DELETE FROM node_leases WHERE node_id = 900")
     deadline = time.time() + 10
     while pay_and_look() == 0:
         assert time.time() < deadline, "answers kept their bodies after the older node left"
@@ -189,6 +181,40 @@ def test_validation_error_releases_the_key(alice, bob):
     r = alice.post("/v1/payments", payment_body(acct), idem=k)
     assert r.status == 201, r
     assert r.header("idempotent-replayed") is None
+
+
+def committed_jobs(server):
+    """Write jobs the store has committed so far (the commit batch histogram's sum)."""
+    text = server.request("GET", "/metrics").raw.decode()
+    return int(re.search(r"^payd_store_commit_batch_size_sum (\d+)$", text, re.M).group(1))
+
+
+def test_refused_body_claims_no_key(alice):
+    """A body the route's declared schema refuses is answered before the key is claimed: no
+    store write, no key row (not even a released one), and the same key with the corrected body
+    is a first request (201, not 422 key reuse)."""
+    server = alice.server
+    acct = alice.create_account()
+    k = key()
+    refused = [(dict(payment_body(acct), amount=10.0), "invalid_parameter", "amount"),
+               (dict(payment_body(acct), amount="1000"), "invalid_parameter", "amount"),
+               (dict(payment_body(acct), amount=None), "missing_parameter", "amount"),
+               (dict(payment_body(acct), currency="usdx"), "invalid_parameter", "currency"),
+               (dict(payment_body(acct), colour="red"), "unknown_parameter", "colour")]
+    before = committed_jobs(server)
+    for _ in range(4):
+        for body, code, param in refused:
+            r = alice.post("/v1/payments", body, idem=k)
+            assert (r.status, r.json["code"], r.json["param"]) == (400, code, param), (body, r)
+    # a claim and its release would be two jobs per request; background jobs (lease renewal,
+    # sweeps) may commit a few meanwhile
+    assert committed_jobs(server) - before < len(refused) * 4
+    assert server.sql(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = '{k}'") == 0
+    r = alice.post("/v1/payments", payment_body(acct), idem=k)
+    assert r.status == 201, r
+    assert r.header("idempotent-replayed") is None
+    assert server.sql(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = '{k}'") == 1
+    assert balance(alice, acct) == 1000
 
 
 def test_in_flight_request_gets_409(alice):
@@ -356,3 +382,44 @@ def test_currency_must_match_the_account(alice):
     assert r.status == 400 and r.json["param"] == "currency"
     r = alice.post("/v1/payments", dict(payment_body(acct), currency="eur"), idem=key())
     assert r.status == 201 and r.json["currency"] == "EUR"
+
+
+def test_a_create_claims_its_key_in_its_own_write(alice):
+    """Accounts, orders and products call no processor: their key is claimed inside the create's
+    one write job, so the claim, the row and the stored answer are one commit, and everything a
+    separate claim answers (replay, 422, 409) still comes out the same."""
+    server = alice.server
+    keys = [key() for _ in range(20)]
+    before = committed_jobs(server)
+    made = [alice.post("/v1/accounts", {"currency": "USD", "name": f"c{i}"}, idem=k)
+            for i, k in enumerate(keys)]
+    assert all(r.status == 201 for r in made), made
+    # a claim of its own would be a second job per create; background jobs may add a few
+    assert committed_jobs(server) - before < len(keys) + 10
+    for k, r in zip(keys, made):
+        assert server.sql("SELECT state FROM idempotency_keys "
+                          f"WHERE idem_key = '{k}'") == "completed"
+        again = alice.post("/v1/accounts", {"currency": "USD", "name": r.json["name"]}, idem=k)
+        assert again.status == 201 and again.raw == r.raw
+        assert again.header("idempotent-replayed") == "true"
+    # another request under a used key: 422, and no account made
+    accounts = server.sql("SELECT COUNT(*) FROM accounts")
+    reused = alice.post("/v1/accounts", {"currency": "EUR", "name": "other"}, idem=keys[0])
+    assert reused.status == 422 and reused.json["code"] == "idempotency_key_reused", reused
+    assert server.sql("SELECT COUNT(*) FROM accounts") == accounts
+    # a refusal whose answer the key keeps (a duplicate sku) is stored in the same commit
+    sku = f"sku-{uuid.uuid4().hex[:8]}"
+    assert alice.post("/v1/products", {"sku": sku, "name": "a", "stock": 1}).status == 201
+    k = key()
+    dup = alice.post("/v1/products", {"sku": sku, "name": "a", "stock": 1}, idem=k)
+    assert dup.status == 409 and dup.json["code"] == "duplicate_sku", dup
+    replay = alice.post("/v1/products", {"sku": sku, "name": "a", "stock": 1}, idem=k)
+    assert replay.status == 409 and replay.header("idempotent-replayed") == "true"
+    # many at once under one key: one account
+    k = key()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(
+            lambda _: alice.post("/v1/accounts", {"currency": "USD", "name": "once"}, idem=k),
+            range(8)))
+    assert {r.status for r in results} <= {201, 409}, results
+    assert server.sql("SELECT COUNT(*) FROM accounts WHERE name = 'once'") == 1

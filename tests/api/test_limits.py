@@ -105,15 +105,22 @@ def test_metrics_parse_and_move(fresh_server):
     user.pay(acct, idem=k)
     user.pay(acct, idem=k)
     user.pay(acct, idem=str(uuid.uuid4()), source="tok_chargeDeclined")
-    r = s.request("GET", "/metrics")
-    assert r.header("content-type").startswith("text/plain")
-    after = parse_prometheus(r.raw.decode())
     key = 'payd_http_requests_total{route="/v1/payments",method="POST",code="201"}'
+    latency = 'payd_http_request_duration_seconds_count{route="/v1/payments"}'
+    # a request is counted when it completes, just after its answer is sent: the client can
+    # read /metrics before the last one is in
+    deadline = time.time() + 5
+    while True:
+        r = s.request("GET", "/metrics")
+        after = parse_prometheus(r.raw.decode())
+        if after.get(latency, 0) - before.get(latency, 0) >= 3 or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert r.header("content-type").startswith("text/plain")
     assert after[key] - before.get(key, 0) == 2
     assert after["payd_idempotent_replays_total"] - before["payd_idempotent_replays_total"] == 1
     assert after['payd_processor_calls_total{operation="charge",outcome="approved"}'] >= 1
     assert after['payd_processor_calls_total{operation="charge",outcome="declined"}'] >= 1
-    latency = 'payd_http_request_duration_seconds_count{route="/v1/payments"}'
     assert after[latency] - before.get(latency, 0) == 3
     assert after["payd_store_commit_batch_size_count"] > before["payd_store_commit_batch_size_count"]
     assert "payd_store_queue_depth" in after and "payd_rate_limited_total" in after

@@ -223,3 +223,36 @@ def test_other_users_order_is_missing(alice, bob):
     assert bob.get(f"/v1/orders/{order['id']}").status == 404
     assert put_status(bob, order["id"], "cancelled").status == 404
     assert alice.get(f"/v1/orders/{order['id']}").json["status"] == "created"
+
+
+def test_racing_payments_of_one_order_keep_one_charge(alice):
+    """Payments of one order under different keys that all pass the order's check before any of
+    them commits (tok_slow holds each charge ~2 s): one is recorded, and every other charge is
+    voided at the processor before its 409 is sent, so the customer is charged once."""
+    account = alice.create_account()
+    order = new_order(alice, amount=7013)
+    tag = os.urandom(4).hex()
+
+    def pay(i):
+        return alice.pay(account, 7013, "tok_slow", order_id=order["id"], idem=f"{tag}-{i}")
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(pay, range(6)))
+    assert sorted(r.status for r in answers) == [201] + [409] * 5, answers
+    winner = next(r for r in answers if r.status == 201).json
+    for r in answers:
+        if r.status == 409:
+            assert r.json["code"] == "duplicate_payment", r
+            assert r.json["existing_payment_id"] == winner["id"], r
+    assert alice.get(f"/v1/accounts/{account['id']}").json["balance"] == 7013
+    server = alice.server
+    charged = server.sql("SELECT COUNT(*) FROM processor_charges WHERE amount = 7013 "
+                         "AND source = 'tok_slow'")
+    voided = server.sql("SELECT COUNT(*) FROM processor_refunds r JOIN processor_charges c "
+                        "ON c.charge_id = r.charge_id WHERE c.amount = 7013 "
+                        "AND c.source = 'tok_slow' AND r.processor_key LIKE '%:void'")
+    kept = server.sql("SELECT COUNT(*) FROM processor_charges c WHERE c.amount = 7013 AND "
+                      "c.source = 'tok_slow' AND NOT EXISTS (SELECT 1 FROM processor_refunds r "
+                      "WHERE r.charge_id = c.charge_id)")
+    assert (charged, voided, kept) == (6, 5, 1)
+    assert server.sql("SELECT COUNT(*) FROM charge_voids") == 0  # none left to the recoverer

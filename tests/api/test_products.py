@@ -1,7 +1,13 @@
 """Products and reservations (§10): unique skus, ETag-guarded PATCH, and stock under contention."""
 
 import os
+import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import BACKEND
 
 
 def sku():
@@ -115,3 +121,62 @@ def test_40_racing_reservations_against_stock_10(server):
     assert len({r.json["id"] for r in answers if r.status == 201}) == 10
     after = user.get(f"/v1/products/{p['sku']}").json
     assert (after["stock"], after["version"]) == (0, 11)
+
+
+def queued_jobs(server):
+    for line in server.request("GET", "/metrics").raw.decode().splitlines():
+        if line.startswith("payd_store_queue_depth "):
+            return int(line.split()[1])
+    raise AssertionError("no payd_store_queue_depth in /metrics")
+
+
+@pytest.mark.skipif(BACKEND != "sqlite", reason="holds the SQLite file's write lock")
+def test_a_retry_while_the_reservation_is_in_flight_gets_its_answer(fresh_server):
+    """A reservation claims its key inside its own write job, which also stores the answer, so
+    the key is never seen half done. A retry under the same key that arrives while that job
+    waits for the database is decided in the same batch, after it: it replays the stored answer
+    and takes no stock."""
+    s = fresh_server()
+    u = s.create_user()
+    p = create(u, stock=5)
+    k = os.urandom(8).hex()
+    lock = sqlite3.connect(s.db, isolation_level=None, timeout=10)
+    lock.execute("BEGIN IMMEDIATE")  # payd's writer waits for this (its busy timeout is 10 s)
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            # a write that holds the writer at the lock, so both reservations queue behind it
+            held = pool.submit(u.request, "PATCH", "/v1/users/me", {"name": "held"})
+            time.sleep(0.3)
+            both = [pool.submit(reserve, u, p["sku"], 2, k) for _ in range(2)]
+            deadline = time.time() + 5
+            while queued_jobs(s) < 2 and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            assert queued_jobs(s) >= 2
+            lock.execute("ROLLBACK")
+            answers = [f.result() for f in both]
+            assert held.result().status == 200
+    finally:
+        lock.close()
+    assert [r.status for r in answers] == [201, 201], answers
+    assert answers[0].raw == answers[1].raw
+    assert sorted(r.header("Idempotent-Replayed") or "" for r in answers) == ["", "true"]
+    # and a retry now replays it too
+    replay = reserve(u, p["sku"], 2, k)
+    assert replay.raw == answers[0].raw and replay.header("Idempotent-Replayed") == "true"
+    assert u.get(f"/v1/products/{p['sku']}").json["stock"] == 3
+    assert s.sql("SELECT COUNT(*) FROM reservations") == 1
+
+
+def test_racing_retries_of_one_reservation_take_stock_once(server):
+    """However the retries of one keyed reservation interleave with its write job, exactly one
+    reserves and every other one replays its answer."""
+    user = server.create_user("retrier")  # a rate-limit bucket of its own
+    p = create(user, stock=10)
+    k = os.urandom(8).hex()
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: reserve(user, p["sku"], 3, k), range(8)))
+    assert all(r.status == 201 for r in answers), answers
+    assert len({r.raw for r in answers}) == 1, answers
+    assert sum(r.header("Idempotent-Replayed") != "true" for r in answers) == 1, answers
+    assert user.get(f"/v1/products/{p['sku']}").json["stock"] == 7

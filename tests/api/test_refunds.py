@@ -274,3 +274,19 @@ def test_refund_racing_a_transfer_for_the_same_money(server):
         again = refund(user, pay, None, rk)  # the refund's answer, won or lost, is stored
         assert again.status == rf.status and again.raw == rf.raw
         assert again.header("Idempotent-Replayed") == "true"
+
+
+def test_a_builtin_refund_needs_no_worker(fresh_server):
+    """On the builtin processor a refund holds no thread while its processor record commits: with
+    the one worker held by a slow charge (tok_slow answers after 2 s), a refund is answered while
+    that charge is still in flight."""
+    s = fresh_server(["--workers", "1"])
+    user = s.create_user()
+    account, pay = funded(user, 1000)
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(user.pay, account, 500, "tok_slow", key())
+        time.sleep(0.3)  # the slow charge takes the worker
+        r = refund(user, pay, {"amount": 100})
+        assert r.status == 201 and r.json["status"] == "succeeded", r
+        assert not slow.done(), "the refund waited for the worker the slow charge held"
+        assert slow.result().status == 201

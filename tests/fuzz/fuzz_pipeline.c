@@ -1,6 +1,6 @@
 /* The request pipeline's edge, from raw bytes: request line, headers, query and body go through
  * the same route table and the same checks payd runs before any handler (http/validate.c,
- * http/router.c, api/routes.c). Handlers are stubs: nothing here reaches a store.
+ * request/router.c, api/routes.c). Handlers are stubs: nothing here reaches a store.
  *
  * The input is parsed the way libmicrohttpd 0.9.75 hands it over: header values are C strings
  * cut at a NUL (the field is then flagged as the server flags it), query arguments are
@@ -9,16 +9,17 @@
  * Invariants: whatever the checks let through has no control byte in a header or query value,
  * no repeated singleton header or query parameter, only the route's declared query names, and
  * a body that is one JSON object; a refusal names a printable param and maps to a 4xx problem. */
-// fuzz-sources: src/http/validate.c src/http/router.c src/http/problem.c
-// fuzz-sources: src/api/routes.c handler-stubs
+// fuzz-sources: src/http/validate.c src/request/router.c src/http/problem.c
+// fuzz-sources: src/api/routes.c src/api/enums.c handler-stubs
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "api/routes.h"
 #include "http/problem.h"
-#include "http/route.h"
 #include "http/validate.h"
+#include "request/route.h"
 
 #define MAX_FIELDS 64
 
@@ -144,7 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const route *r = NULL;
     const char *params[MAX_PATH_PARAMS];
     char allow[96];
-    route_match_result m = route_match(method, target, &a, &r, params, allow, sizeof allow);
+    route_match_result m = route_match(payd_routes, payd_route_count, method, target, &a, &r,
+                                       params, allow, sizeof allow);
     edge_verdict v;
     (void)edge_framing_conflict(headers, nh);
     if (edge_check_headers(headers, nh, &v)) {
@@ -169,9 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (edge_check_query(args, na, r->query, &v)) {
             for (size_t i = 0; i < na; i++) {
                 bool declared = false;
-                for (const char *const *d = r->query; d && *d; d++)
-                    declared |= args[i].name_len == strlen(*d) &&
-                                !memcmp(args[i].name, *d, args[i].name_len);
+                for (int d = 0; r->query && d < r->query->count; d++) {
+                    const char *name = r->query->fields[d].name;
+                    declared |= args[i].name_len == strlen(name) &&
+                                !memcmp(args[i].name, name, args[i].name_len);
+                }
                 if (!declared || (args[i].value && has_control(args[i].value, args[i].value_len)))
                     abort();
             }

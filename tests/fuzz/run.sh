@@ -11,13 +11,15 @@ mkdir -p "$out" "$here/corpus/$name"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A target may name more sources on a line "// fuzz-sources: FILE ..." (paths from the root);
-# the word handler-stubs adds an empty body for every route handler of src/api/handlers.h, so the
-# real route table links without the store behind it.
+# the word handler-stubs adds an empty body for every route handler of src/api/handlers.h (and an
+# empty schema for every declared body), so the real route table links without the store behind it.
 extra=()
 for f in $(sed -n 's|^// fuzz-sources: ||p' "$here/$name.c"); do
   if [ "$f" = handler-stubs ]; then
     { echo '#include "api/handlers.h"'
-      sed -n 's/^void \([a-z_0-9]*\)(request \*req);$/void \1(request *req) { (void)req; }/p' \
+      sed -n -e 's/^void \([a-z_0-9]*\)(request \*req);$/void \1(request *req) { (void)req; }/p' \
+        -e 's/^step_result \([a-z_0-9]*\)(request \*req, void \*\([a-z_]*\));$/step_result \1(request *req, void *\2) { (void)req; (void)\2; return STEP_DONE; }/p' \
+        -e 's/^extern const schema \([a-z_0-9]*\);$/const schema \1;/p' \
         "$root/src/api/handlers.h"; } >"$work/handler_stubs.c"
     extra+=("$work/handler_stubs.c")
   else

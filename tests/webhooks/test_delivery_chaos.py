@@ -156,11 +156,13 @@ def test_every_event_delivered_through_failures_and_kills(tmp_path):
                 # a request the receiver saw but payd has no record of is explained by a kill
                 # (answered just before payd died, so made again after the restart) or by
                 # libcurl itself: when a reused keep-alive connection closes without an answer
-                # it sends the request once more on a fresh connection, within the same attempt
+                # it sends the same bytes (same signature, timestamp included) once more on a
+                # fresh connection, within the same attempt; that connection's SYN may be
+                # retransmitted (1 s, then 3 s) on a loaded machine, hence the window
                 unrecorded = len(tries) - len(tries_made)
                 by_kill = [q for q in tries if any(k - 2 <= q["at"] <= k + 1 for k in kills)]
                 by_reuse = [q for j, q in enumerate(tries) if q["outcome"] == "dropped" and any(
-                    r["signature"] == q["signature"] and 0 <= r["at"] - q["at"] < 1
+                    r["signature"] == q["signature"] and 0 <= r["at"] - q["at"] < 8
                     for r in tries[j + 1:])]
                 assert unrecorded <= len(by_kill) + len(by_reuse), (
                     event_id, [(q["outcome"], q["at"]) for q in tries], tries_made, kills)

@@ -219,12 +219,13 @@ static void test_deadline_cuts_a_hanging_attempt(void **state)
 
 static void test_attempt_timeout_is_retried_with_the_same_key(void **state)
 {
-    static const script_step steps[] = {{.action = SCRIPT_HANG, .status = 201, .hang_ms = 2000},
+    static const script_step steps[] = {{.action = SCRIPT_HANG, .status = 201, .hang_ms = 4000},
                                         {.status = 201}};
     fixture *f = start(steps, 2, NULL);
     payd_retry_policy policy;
     payd_retry_policy_default(&policy);
-    policy.attempt_timeout_ms = 200;
+    /* long enough that the second attempt, on a loaded machine, is not cut too */
+    policy.attempt_timeout_ms = 1000;
     policy.base_delay_ms = 10;
     assert_int_equal(payd_client_set_retry_policy(f->client, &policy), PAYD_OK);
     assert_int_equal(post_payment(f), PAYD_OK);

@@ -35,6 +35,10 @@ static void test_nested_values_parse_back(void **state)
     jw_bool(&w, false);
     jw_key(&w, "big");
     jw_int(&w, INT64_MAX);
+    jw_key(&w, "small");
+    jw_int(&w, INT64_MIN);
+    jw_key(&w, "zero");
+    jw_int(&w, 0);
     jw_object_end(&w);
     size_t len;
     char *text = jw_take(&w, &len);
@@ -52,6 +56,8 @@ static void test_nested_values_parse_back(void **state)
     assert_true(json_is_null(json_object_get(json_array_get(data, 2), "none")));
     assert_true(json_is_false(json_object_get(v, "has_more")));
     assert_int_equal(json_integer_value(json_object_get(v, "big")), INT64_MAX);
+    assert_int_equal(json_integer_value(json_object_get(v, "small")), INT64_MIN);
+    assert_non_null(strstr(text, "\"zero\":0"));
     json_decref(v);
     free(text);
 }
@@ -95,6 +101,33 @@ static void test_empty_containers_and_reuse(void **state)
     free(text);
 }
 
+/* A member after an object's own ones (a new key's secret after its row), and after none. */
+static void test_reopened_object_takes_more_members(void **state)
+{
+    jsonw w;
+    jw_init(&w);
+    jw_object_begin(&w);
+    jw_key(&w, "id");
+    jw_int(&w, 1);
+    jw_object_end(&w);
+    jw_object_reopen(&w);
+    jw_key(&w, "secret");
+    jw_string(&w, "s");
+    jw_object_end(&w);
+    char *text = jw_take(&w, NULL);
+    assert_string_equal(text, "{\"id\":1,\"secret\":\"s\"}");
+    free(text);
+    jw_object_begin(&w);
+    jw_object_end(&w);
+    jw_object_reopen(&w);
+    jw_key(&w, "a");
+    jw_null(&w);
+    jw_object_end(&w);
+    text = jw_take(&w, NULL);
+    assert_string_equal(text, "{\"a\":null}");
+    free(text);
+}
+
 /* Bytes that are not UTF-8 (a client's raw method, say) become U+FFFD; valid UTF-8 passes. */
 static void test_invalid_utf8_is_replaced(void **state)
 {
@@ -122,6 +155,7 @@ int main(void)
         cmocka_unit_test(test_strings_are_escaped),
         cmocka_unit_test(test_empty_containers_and_reuse),
         cmocka_unit_test(test_invalid_utf8_is_replaced),
+        cmocka_unit_test(test_reopened_object_takes_more_members),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "server/config.h"
+#include "node/config.h"
 
 static const char *fake_env[][2] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
 

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "http/schema.h"
 #include "http/validate.h"
 
 #define F(name, value)                                                                             \
@@ -46,7 +47,9 @@ static void test_control_bytes_and_cut_values(void **state)
 static void test_query_declared_once_clean(void **state)
 {
     (void)state;
-    static const char *const accepted[] = {"limit", "cursor", NULL};
+    static const field names[] = {{.name = "limit", .kind = KIND_INTEGER},
+                                  {.name = "cursor", .kind = KIND_STRING}};
+    static const schema declared = {0, names, 2}, *accepted = &declared;
     edge_verdict v;
     http_field ok[] = {F("limit", "5"), F("cursor", "abc")};
     assert_true(edge_check_query(ok, 2, accepted, &v));

@@ -1,0 +1,15 @@
+#ifndef PAYD_API_ENUMS_H
+#define PAYD_API_ENUMS_H
+/* The values of every enumerated body field and query filter, one list each (NULL-terminated):
+ * the route table declares them (http/schema.h), handlers compare against them. */
+
+extern const char *const payment_statuses[];
+extern const char *const order_statuses[];
+extern const char *const api_key_statuses[];
+extern const char *const refund_reasons[];
+extern const char *const stats_intervals[];
+/* The event types of §15; webhook_event_choices adds "*" (every type) in front. */
+extern const char *const event_types[];
+extern const char *const webhook_event_choices[];
+
+#endif

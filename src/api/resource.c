@@ -1,0 +1,198 @@
+/* Resource descriptors (resource.h): the GET by id, the answers that carry a row, and their
+ * headers, once for every resource. */
+#include "api/resource.h"
+
+#include <stdio.h>
+
+#include "api/common.h"
+#include "idem/idem.h"
+
+void resource_headers(request *req, const resource *r, int status, const char *key, int64_t version)
+{
+    if (r->version_index) {
+        char etag[ETAG_STR_MAX];
+        etag_of(version, etag);
+        reply_header(req, "ETag", etag);
+    }
+    if (status == 201 && r->path) {
+        char location[160];
+        snprintf(location, sizeof location, "%s%s", r->path, key);
+        reply_header(req, "Location", location);
+    }
+}
+
+/* The headers of the row st is on: its key is its id (with the prefix) or a column of text. */
+static void row_headers(request *req, const resource *r, db_stmt *st, int status)
+{
+    char id[ID_STR_MAX];
+    const char *key = id;
+    if (r->key_index)
+        key = db_text(st, r->key_index);
+    else
+        id_format((uint64_t)db_int(st, 0), r->id_prefix, id);
+    resource_headers(req, r, status, key, r->version_index ? db_int(st, r->version_index) : 0);
+}
+
+void resource_reply(request *req, const resource *r, db_stmt *st, int status)
+{
+    row_headers(req, r, st, status);
+    jsonw w;
+    jw_init(&w);
+    r->write_row(st, &w);
+    reply_jsonw(req, status, &w);
+}
+
+static void reply_missing(request *req, const resource *r)
+{
+    char detail[80];
+    snprintf(detail, sizeof detail, "no such %s", r->noun);
+    reply_error(req, ERR_RESOURCE_MISSING, detail);
+}
+
+void resource_answer_get(request *req, const resource *r, db_stmt *st)
+{
+    if (db_step(st) != DB_ROW) {
+        reply_missing(req, r);
+    } else if (r->version_index && etag_not_modified(req, db_int(st, r->version_index))) {
+        row_headers(req, r, st, 304);
+        reply_raw(req, 304, "", 0);
+    } else {
+        resource_reply(req, r, st, 200);
+    }
+    db_done(st);
+}
+
+void resource_get(request *req, const resource *r)
+{
+    uint64_t id;
+    if (!path_id_or_reply(req, 0, r->id_prefix, &id))
+        return;
+    db_conn *db = reader_or_reply(req);
+    if (db)
+        resource_answer_get(req, r,
+                            db_query(db, r->get_sql, "ii", (int64_t)id, (int64_t)req->user.id));
+}
+
+static db_status created(request *req, const resource *r, db_stmt *st, bool *skipped,
+                         const char *member, const char *value)
+{
+    db_status rc = db_step(st);
+    if (rc == DB_ROW) {
+        row_headers(req, r, st, 201);
+        jsonw w;
+        jw_init(&w);
+        r->write_row(st, &w);
+        if (member) {
+            jw_object_reopen(&w);
+            jw_key(&w, member);
+            jw_string(&w, value);
+            jw_object_end(&w);
+        }
+        reply_jsonw(req, 201, &w);
+        rc = DB_DONE;
+    } else if (rc == DB_DONE) {
+        if (skipped)
+            *skipped = true;
+        else
+            rc = DB_ERROR; /* no ON CONFLICT: a row always comes back */
+    }
+    db_done(st);
+    return rc;
+}
+
+db_status resource_created(request *req, const resource *r, db_stmt *st, bool *skipped)
+{
+    if (skipped)
+        *skipped = false;
+    return created(req, r, st, skipped, NULL, NULL);
+}
+
+db_status resource_created_with(request *req, const resource *r, db_stmt *st, const char *member,
+                                const char *value)
+{
+    return created(req, r, st, NULL, member, value);
+}
+
+int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
+                             int64_t expected, bool from_if_match)
+{
+    int rc = 0;
+    if (db_step(st) != DB_ROW) {
+        reply_missing(req, r);
+    } else if (applied) {
+        resource_reply(req, r, st, 200);
+    } else if (expected == 0 || db_int(st, r->version_index) == expected) {
+        rc = DB_BUSY;
+    } else {
+        reply_version_conflict(req, from_if_match, db_int(st, r->version_index));
+    }
+    db_done(st);
+    return rc;
+}
+
+void new_row_id(request *req, uint64_t *id, int64_t *created_at)
+{
+    *id = app_next_id(req->app);
+    *created_at = created_at_of(*id);
+}
+
+void reply_not_stored(request *req, write_result w, const char *noun, const char *retry_with)
+{
+    if (w == WRITE_OK || w == WRITE_FENCED)
+        return;
+    char detail[160];
+    int n = snprintf(detail, sizeof detail, "the %s could not be stored", noun);
+    if (!retry_with) {
+        reply_error(req, ERR_INTERNAL, detail);
+        return;
+    }
+    snprintf(detail + n, sizeof detail - (size_t)n, "; retry with the same %s", retry_with);
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_DATABASE_UNAVAILABLE, detail);
+}
+
+typedef struct not_stored {
+    const char *noun, *retry_with;
+} not_stored;
+
+static step_result answer_unless_stored(request *req, void *arg)
+{
+    const not_stored *n = arg;
+    reply_not_stored(req, (write_result)req->write_rc, n->noun, n->retry_with);
+    return STEP_DONE;
+}
+
+step_result resource_commit_then_answer(request *req, write_job_fn fn, void *ctx, const char *noun,
+                                        const char *retry_with)
+{
+    not_stored *n = arena_alloc(&req->arena, sizeof *n);
+    *n = (not_stored){noun, retry_with};
+    return commit_response_then(req, fn, ctx, answer_unless_stored, n);
+}
+
+typedef struct change_job {
+    write_job_fn fn;
+    void *ctx;
+    const char *failed;
+} change_job;
+
+static int run_change(db_conn *db, void *arg)
+{
+    change_job *c = arg;
+    return c->fn(db, c->ctx);
+}
+
+static step_result answer_unless_written(request *req, void *arg)
+{
+    const change_job *c = arg;
+    if (req->write_rc != 0)
+        reply_error(req, ERR_INTERNAL, c->failed);
+    return STEP_DONE;
+}
+
+step_result resource_write_then_answer(request *req, write_job_fn fn, void *ctx, const char *failed)
+{
+    change_job *c = arena_alloc(&req->arena, sizeof *c);
+    *c = (change_job){fn, ctx, failed};
+    return request_write_then(req, run_change, c, answer_unless_written);
+}

@@ -1,0 +1,499 @@
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    int listener; /* our listening socket, which the library polls */
+    conn_guard *guard;
+    http_handlers h;
+    size_t max_body;
+    unsigned max_query_args;
+};
+
+struct http_exchange {
+    http_server *server;
+    struct MHD_Connection *conn;
+    guarded_conn *guard; /* the connection's deadlines */
+    void *req;           /* the handlers' object */
+    size_t target_len;
+    bool query_dropped;
+    bool headers_seen; /* the access handler has been called for this request */
+    bool body_seen;    /* the body callback has run: what is left is to send the answer */
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_large;
+    struct MHD_Response *response; /* given, not yet queued */
+    unsigned status;
+};
+
+static guarded_conn *guard_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+static http_exchange *exchange_new(http_server *s, struct MHD_Connection *conn)
+{
+    http_exchange *ex = calloc(1, sizeof *ex);
+    ex->server = s;
+    ex->conn = conn;
+    ex->guard = guard_of(conn);
+    ex->req = s->h.request_line(s->h.ctx, ex);
+    return ex;
+}
+
+static void exchange_free(http_exchange *ex)
+{
+    if (ex->response)
+        MHD_destroy_response(ex->response);
+    free(ex->body);
+    free(ex);
+}
+
+/* ---- reading the request ---- */
+
+const char *http_exchange_header(http_exchange *ex, const char *name)
+{
+    return MHD_lookup_connection_value(ex->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_exchange_query(http_exchange *ex, const char *name)
+{
+    return MHD_lookup_connection_value(ex->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+typedef struct field_list {
+    http_field *items;
+    size_t n, cap;
+    bool overflow;
+} field_list;
+
+/* Collects headers or query arguments with their lengths, so a NUL inside a value stays seen. */
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    field_list *l = cls;
+    if (l->n == l->cap) {
+        l->overflow = true;
+        return MHD_NO;
+    }
+    l->items[l->n++] = (http_field){key, key_size, value, value_size, false};
+    return MHD_YES;
+}
+
+/* libmicrohttpd 0.9.75 hands header values over as C strings cut at the first NUL, and its
+ * value length is that of the cut string, so `k\0a` would read as `k`. The raw line is still
+ * in its read buffer, in place: after an honest value come the line's end bytes, which the
+ * library has overwritten with NULs, and then the next header's name. Any other byte after the
+ * NUL is the rest of a value the client sent with a NUL inside. The check reads only bytes of
+ * the line the library already found complete, and errs on the side of letting a value pass. */
+static void mark_values_cut_at_nul(field_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        http_field *f = &l->items[i];
+        if (!f->value)
+            continue;
+        const char *after = f->value + f->value_len;
+        const char *next_name = i + 1 < l->n ? l->items[i + 1].name : NULL;
+        if (after[0] == '\0' && after[1] != '\0' && after[1] != '\r' && after[1] != '\n' &&
+            after + 1 != next_name)
+            f->cut_at_nul = true;
+    }
+}
+
+bool http_exchange_headers(http_exchange *ex, http_field *out, size_t cap, size_t *n)
+{
+    field_list l = {out, 0, cap, false};
+    MHD_get_connection_values_n(ex->conn, MHD_HEADER_KIND, collect_field, &l);
+    mark_values_cut_at_nul(&l);
+    *n = l.n;
+    return !l.overflow;
+}
+
+bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, size_t *n)
+{
+    field_list l = {out, 0, cap, false};
+    MHD_get_connection_values_n(ex->conn, MHD_GET_ARGUMENT_KIND, collect_field, &l);
+    *n = l.n;
+    return !l.overflow;
+}
+
+bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!info || !info->client_addr)
+        return false;
+    const struct sockaddr *sa = info->client_addr;
+    if (sa->sa_family == AF_INET)
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+                         (socklen_t)cap) != NULL;
+    if (sa->sa_family == AF_INET6)
+        return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+                         (socklen_t)cap) != NULL;
+    return false;
+}
+
+/* ---- deadlines ---- */
+
+void http_exchange_body_deadline(http_exchange *ex, const char *request_id)
+{
+    conn_guard_headers_done(ex->server->guard, ex->guard, request_id);
+}
+
+bool http_exchange_timed_out(http_exchange *ex)
+{
+    return conn_guard_timed_out(ex->guard);
+}
+
+int http_exchange_library_status(http_exchange *ex)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+    return info ? (int)info->http_status : 0;
+}
+
+/* ---- answering ---- */
+
+void http_exchange_respond(http_exchange *ex, const http_response *r)
+{
+    struct MHD_Response *resp =
+        r->body ? MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE)
+                : MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    for (size_t i = 0; i < r->header_count; i++)
+        MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
+    if (ex->response)
+        MHD_destroy_response(ex->response);
+    ex->response = resp;
+    ex->status = (unsigned)r->status;
+}
+
+void http_exchange_suspend(http_exchange *ex)
+{
+    MHD_suspend_connection(ex->conn);
+}
+
+void http_exchange_resume(http_exchange *ex)
+{
+    MHD_resume_connection(ex->conn);
+}
+
+/* Queues the answer given: the access handler's result. */
+static enum MHD_Result send_answer(http_exchange *ex)
+{
+    if (!ex->response)
+        return MHD_NO;
+    enum MHD_Result rc = MHD_queue_response(ex->conn, ex->status, ex->response);
+    MHD_destroy_response(ex->response);
+    ex->response = NULL;
+    return rc;
+}
+
+/* ---- the library's callbacks ---- */
+
+/* Called by libmicrohttpd as soon as a request line is read, before it parses the headers: the
+ * request exists from here on, so one that the library itself refuses later (a framing error,
+ * headers too large) still reaches the completed callback with the status the library sent. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    http_server *s = cls;
+    http_exchange *ex = exchange_new(s, conn);
+    ex->target_len = strlen(uri);
+    char *query = strchr(uri, '?');
+    size_t args = query ? 1 : 0;
+    for (const char *p = query; p && *p; p++)
+        args += *p == '&';
+    if (args > s->max_query_args) {
+        /* libmicrohttpd 0.9.75 parses the arguments right after this callback, one entry of
+         * its connection pool each; when the pool runs out it stalls without answering. The
+         * target is still the library's own buffer here: ending it at '?' leaves it nothing to
+         * parse, and the handlers refuse the request once its headers are in. */
+        ex->query_dropped = true;
+        query[1] = '\0';
+    }
+    return ex;
+}
+
+static enum MHD_Result on_headers(http_exchange *ex, const char *url, const char *method)
+{
+    http_server *s = ex->server;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    http_head head = {.method = method,
+                      .path = url,
+                      .target_len = ex->target_len,
+                      .header_bytes = info ? info->header_size : 0,
+                      .query_dropped = ex->query_dropped,
+                      .over_limit = conn_guard_over_limit(ex->guard)};
+    s->h.headers(ex->req, ex, &head);
+    if (!ex->response)
+        return MHD_YES;
+    /* an answer before the body: the bytes after the headers are never read */
+    conn_guard_body_done(ex->guard);
+    MHD_add_response_header(ex->response, "Connection", "close");
+    return send_answer(ex);
+}
+
+/* Accumulates the body up to max_body; past it the body is dropped and reported too large. */
+static void take_upload(http_exchange *ex, const char *data, size_t n)
+{
+    if (ex->body_too_large || conn_guard_timed_out(ex->guard))
+        return;
+    if (ex->body_len + n > ex->server->max_body) {
+        ex->body_too_large = true;
+        free(ex->body);
+        ex->body = NULL;
+        ex->body_len = 0;
+        return;
+    }
+    if (ex->body_len + n + 1 > ex->body_cap) {
+        ex->body_cap = (ex->body_len + n + 1) * 2;
+        ex->body = realloc(ex->body, ex->body_cap);
+    }
+    memcpy(ex->body + ex->body_len, data, n);
+    ex->body_len += n;
+    ex->body[ex->body_len] = '\0';
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    http_exchange *ex = *con_cls;
+    if (!ex)
+        ex = *con_cls = exchange_new(cls, conn);
+    if (!ex->headers_seen) {
+        /* First call: headers only. Answering now makes libmicrohttpd close the connection, so
+         * a normal answer always waits for a later call. */
+        ex->headers_seen = true;
+        return on_headers(ex, url, method);
+    }
+    if (*upload_data_size) {
+        take_upload(ex, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!ex->body_seen) {
+        if (!conn_guard_body_done(ex->guard))
+            return MHD_NO; /* the watchdog answered 408 */
+        ex->body_seen = true;
+        if (ex->server->h.body(ex->req, ex, ex->body, ex->body_len, ex->body_too_large))
+            return MHD_YES; /* suspended; resumed once answered */
+    }
+    return send_answer(ex);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)toe;
+    http_server *s = cls;
+    http_exchange *ex = *con_cls;
+    if (!ex)
+        return;
+    s->h.completed(ex->req, ex);
+    conn_guard_rearm(s->guard, ex->guard); /* the next request has its own header deadline */
+    exchange_free(ex);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = info ? conn_guard_open(s->guard, info->connect_fd) : NULL;
+    } else {
+        conn_guard_close(s->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd's messages, without the HTML body of a refusal and with its status apart. Its
+ * refusals (505, a malformed request line, 414, 431, 413 and framing errors) are answered with
+ * its fixed HTML bodies, and some come before the request line is read, so no exchange exists
+ * for them: the message, with the status it sent, is their record. */
+static void on_library_message(void *cls, const char *fmt, va_list ap)
+{
+    http_server *s = cls;
+    char text[512];
+    vsnprintf(text, sizeof text, fmt, ap);
+    text[strcspn(text, "\r\n")] = '\0';
+    char *html = strstr(text, " ('<html>");
+    if (html) /* the body it sent adds nothing to the status */
+        *html = '\0';
+    char *code = strstr(text, "HTTP response code is ");
+    int status = code ? atoi(code + strlen("HTTP response code is ")) : 0;
+    char *paren = strstr(text, " (HTTP response code");
+    if (paren)
+        *paren = '\0';
+    s->h.message(s->h.ctx, status, text);
+}
+
+/* ---- the listener and the daemon ---- */
+
+/* Splits HOST:PORT, [IPV6]:PORT or :PORT. */
+static int split_listen(const char *listen_on, char *host, size_t host_len, char *port,
+                        size_t port_len)
+{
+    const char *colon;
+    if (listen_on[0] == '[') {
+        const char *close = strchr(listen_on, ']');
+        if (!close || close[1] != ':')
+            return -1;
+        snprintf(host, host_len, "%.*s", (int)(close - listen_on - 1), listen_on + 1);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen_on, ':');
+        if (!colon || memchr(listen_on, ':', (size_t)(colon - listen_on)))
+            return -1; /* an IPv6 address must be bracketed */
+        snprintf(host, host_len, "%.*s", (int)(colon - listen_on), listen_on);
+    }
+    snprintf(port, port_len, "%s", colon + 1);
+    char *end;
+    long p = strtol(port, &end, 10);
+    return (!port[0] || *end || p < 0 || p > 65535) ? -1 : 0;
+}
+
+/* The listening socket, made here rather than by libmicrohttpd so that it is exclusive (no
+ * SO_REUSEPORT: a second payd on the same port is an error, never a silent share), takes host
+ * names and IPv6, and reports why it failed. Writes the address it got (port 0 picks one) back
+ * into listen_on. */
+static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t errlen)
+{
+    char host[128], port[16];
+    if (split_listen(listen_on, host, sizeof host, port, sizeof port) != 0) {
+        snprintf(err, errlen, "--listen must be HOST:PORT or [IPV6]:PORT, got '%s'", listen_on);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *found;
+    int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &found);
+    if (rc != 0) {
+        snprintf(err, errlen, "--listen: cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, saved = 0;
+    for (struct addrinfo *ai = found; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        int on = 1; /* rebinding over TIME_WAIT only; Linux never lets two listeners share */
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+            saved = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(found);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen_on, strerror(saved));
+        return -1;
+    }
+    struct sockaddr_storage got;
+    socklen_t got_len = sizeof got;
+    char numeric[INET6_ADDRSTRLEN] = "?";
+    int real_port = 0;
+    if (getsockname(fd, (struct sockaddr *)&got, &got_len) == 0) {
+        if (got.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&got;
+            inet_ntop(AF_INET6, &a6->sin6_addr, numeric, sizeof numeric);
+            real_port = ntohs(a6->sin6_port);
+        } else {
+            struct sockaddr_in *a4 = (struct sockaddr_in *)&got;
+            inet_ntop(AF_INET, &a4->sin_addr, numeric, sizeof numeric);
+            real_port = ntohs(a4->sin_port);
+        }
+    }
+    snprintf(listen_on, listen_cap, got.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", numeric,
+             real_port);
+    return fd;
+}
+
+http_server *http_server_start(char *listen_on, size_t listen_cap, const http_limits *limits,
+                               const http_handlers *handlers, char *err, size_t errlen)
+{
+    int listener = open_listener(listen_on, listen_cap, err, errlen);
+    if (listener < 0)
+        return NULL;
+    http_server *s = calloc(1, sizeof *s);
+    s->listener = listener;
+    s->h = *handlers;
+    s->max_body = limits->max_body;
+    s->max_query_args = limits->max_query_args;
+    s->guard = conn_guard_start(&limits->guard);
+    int threads = limits->threads > 0 ? limits->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* libmicrohttpd stops accepting at its own limit, which leaves clients in the kernel queue;
+     * its limit sits above ours so the connections past ours are accepted and answered 503. */
+    int64_t max_connections = limits->guard.max_connections;
+    unsigned library_limit = (unsigned)(max_connections + 64 + max_connections / 4);
+    /* The per-connection pool holds the read buffer, the headers and the query arguments. Its
+     * size is paid on every request (the library clears it between requests on a connection:
+     * a pool 16 times larger cut keep-alive throughput to a quarter), so it stays small and the
+     * handlers enforce their own limits (max_header_bytes, max_query_args). 8 KiB above the
+     * header limit leaves room for the request line, the parsed arguments and the answer's
+     * headers; a header block past it gets the library's own 431. */
+    size_t pool = (size_t)limits->max_header_bytes + 8192;
+    s->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, s,
+        MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)((limits->idle_timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
+        library_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(err, errlen, "cannot start the HTTP server on %s", listen_on);
+        close(listener);
+        conn_guard_stop(s->guard);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Stops accepting. Not with MHD_quiesce_daemon: in 0.9.75 it removes the listening socket from
+ * each worker's epoll set while the worker, seeing the daemon quiesced, may remove it too, and
+ * the loser of that race aborts the process ("Failed to remove listen FD from epoll set"; seen
+ * under the sanitizers). Instead the socket is replaced, under the same descriptor, by one that
+ * listens to nothing: the kernel closes the listener (new connections are refused) and drops it
+ * from every epoll set itself, and the library, which never learns, closes the stand-in when it
+ * stops. */
+void http_server_quiesce(http_server *s)
+{
+    int stand_in = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (stand_in < 0 || dup2(stand_in, s->listener) < 0) {
+        /* no descriptor to spare: keep accepting; the pipeline answers 503 shutting_down */
+        if (stand_in >= 0)
+            close(stand_in);
+        return;
+    }
+    close(stand_in);
+}
+
+void http_server_stop(http_server *s)
+{
+    MHD_stop_daemon(s->daemon);
+    conn_guard_stop(s->guard);
+    free(s);
+}

@@ -1,0 +1,105 @@
+#ifndef PAYD_HTTP_SERVER_H
+#define PAYD_HTTP_SERVER_H
+/* The HTTP server: libmicrohttpd 0.9.75 (an epoll thread pool) behind a few calls and callbacks,
+ * so that nothing above this layer names the library. It owns what is HTTP framing: the
+ * listening socket, the connection deadlines and cap (conn_guard.h), the body (read up to a
+ * limit), suspending and resuming an exchange, and where the library's own buffers must be read
+ * to see what it hides. It knows no route, user, key or metric: the handlers decide.
+ *
+ * One exchange is one request and its answer. Its callbacks run on the thread serving its
+ * connection, in order: request_line, headers, body, completed (request_line and completed
+ * alone when the library refuses the request itself). */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/conn_guard.h"
+#include "http/validate.h"
+
+typedef struct http_server http_server;
+typedef struct http_exchange http_exchange;
+
+typedef struct http_header {
+    const char *name, *value;
+} http_header;
+
+/* What is known once the headers are in. */
+typedef struct http_head {
+    const char *method, *path; /* path: decoded, without the query */
+    size_t target_len;         /* the request target as sent, query included */
+    size_t header_bytes;       /* the header block as sent */
+    bool query_dropped;        /* more than max_query_args arguments: none were parsed */
+    bool over_limit;           /* the connection was opened past max_connections */
+} http_head;
+
+typedef struct http_handlers {
+    void *ctx;
+    /* A request line was read: returns the handlers' object for this request (the `req` of the
+     * calls below). The request exists from here on, even if the library refuses it later. */
+    void *(*request_line)(void *ctx, http_exchange *ex);
+    /* Headers complete. An answer given here (http_exchange_respond) is sent at once with
+     * Connection: close, and the body is never read. */
+    void (*headers)(void *req, http_exchange *ex, const http_head *head);
+    /* Body complete (too_large: more than max_body was sent, and dropped). Either answers
+     * (http_exchange_respond) and returns false, or has suspended the exchange and returns true:
+     * whoever finishes the wait answers and resumes it, possibly before this returns. Not called
+     * when the body deadline passed (the guard answered 408). */
+    bool (*body)(void *req, http_exchange *ex, const char *body, size_t len, bool too_large);
+    /* The exchange is over: answered, refused by the library, or left by the client. The
+     * exchange can still be read here, and not after. */
+    void (*completed)(void *req, http_exchange *ex);
+    /* A message of the library; status: the status of a refusal it answered itself, or 0. */
+    void (*message)(void *ctx, int status, const char *text);
+} http_handlers;
+
+typedef struct http_limits {
+    int threads;              /* event-loop threads; 0: one per online CPU */
+    int64_t idle_timeout_ms;  /* a connection silent this long is closed */
+    int64_t max_header_bytes; /* the library's per-connection pool is twice this */
+    size_t max_body;          /* a larger body is dropped and reported too_large */
+    unsigned max_query_args;  /* more: the query is not parsed (query_dropped) */
+    conn_guard_limits guard;  /* header, body and request deadlines; max connections */
+} http_limits;
+
+/* Listens on listen_on (HOST:PORT, [IPV6]:PORT or :PORT; exclusive, no SO_REUSEPORT) and writes
+ * the address it got back into it (port 0 picks one). NULL with err set when it cannot. */
+http_server *http_server_start(char *listen_on, size_t listen_cap, const http_limits *limits,
+                               const http_handlers *handlers, char *err, size_t errlen);
+/* Stops accepting connections; those open go on. */
+void http_server_quiesce(http_server *s);
+/* Closes every connection and stops. */
+void http_server_stop(http_server *s);
+
+/* A request header or query argument by name (NULL when absent). */
+const char *http_exchange_header(http_exchange *ex, const char *name);
+const char *http_exchange_query(http_exchange *ex, const char *name);
+/* The headers or query arguments in order, with their lengths (a header value the library cut
+ * at a NUL is flagged cut_at_nul). False when there were more than cap: out holds the first cap. */
+bool http_exchange_headers(http_exchange *ex, http_field *out, size_t cap, size_t *n);
+bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, size_t *n);
+/* The client's address, numeric; false when unknown. */
+bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap);
+
+/* Headers complete: the body deadline starts. request_id goes into the 408 if it passes. */
+void http_exchange_body_deadline(http_exchange *ex, const char *request_id);
+/* The body deadline passed and the guard answered 408 itself. */
+bool http_exchange_timed_out(http_exchange *ex);
+/* The status the library sent itself (a request it refused), or 0. */
+int http_exchange_library_status(http_exchange *ex);
+
+/* The answer: status, body (malloc'd, taken; NULL: none) and headers (copied). Any thread
+ * serving the request may give it; it is sent when the exchange is next served. */
+typedef struct http_response {
+    int status;
+    char *body;
+    size_t len;
+    const http_header *headers;
+    size_t header_count;
+} http_response;
+void http_exchange_respond(http_exchange *ex, const http_response *r);
+/* Waits: the connection's thread serves others until http_exchange_resume (any thread, once the
+ * answer is given). After resume the exchange belongs to its connection's thread again. */
+void http_exchange_suspend(http_exchange *ex);
+void http_exchange_resume(http_exchange *ex);
+
+#endif

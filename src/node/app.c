@@ -1,0 +1,44 @@
+#include "node/app.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "node/lease.h"
+
+bool app_ids_ready(const app *a)
+{
+    return !a->lease || lease_held(a->lease);
+}
+
+bool app_answers_by_event(const app *a)
+{
+    return a->cfg.event_retention_ms >= a->cfg.idempotency_ttl_ms &&
+           lease_fleet_reads_event_answers(a->lease);
+}
+
+uint64_t app_next_id(app *a)
+{
+    uint64_t id;
+    bool told = false;
+    int rc;
+    /* A lapsed node-id lease: wait for the renewal (the database is probably away, so the
+     * request could not commit anyway). If another node took the id, the renewal ends the
+     * process; ids are never issued under an id we may no longer hold. */
+    while ((rc = id_next(&a->ids, &id)) == ID_LEASE_LAPSED) {
+        if (!told)
+            log_msg("error", "node id lease lapsed; waiting for its renewal before issuing ids");
+        told = true;
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (rc != 0) {
+        /* The clock went back further than --node-id's generator can absorb: issuing an id now
+         * could repeat one. Refusing to run is the only safe answer. */
+        log_msg("fatal", "clock moved backwards too far");
+        abort();
+    }
+    return id;
+}

@@ -1,0 +1,47 @@
+#ifndef PAYD_NODE_APP_H
+#define PAYD_NODE_APP_H
+/* The running server's shared state, reachable from every request as req->app. */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/gcra.h"
+#include "core/ids.h"
+#include "node/config.h"
+#include "store/store.h"
+
+struct processor;
+struct auth_cache;
+struct metrics;
+struct worker_pool;
+struct http_server;
+struct rate_store;
+struct node_lease;
+
+typedef struct app {
+    payd_config cfg;
+    store *store;
+    id_generator ids;
+    struct node_lease *lease; /* this node's id; not held while the database was away at start */
+    struct processor *processor;
+    struct auth_cache *auth;
+    gcra_table *limiter;
+    struct rate_store *rate_store; /* NULL: rate limits are this node's own */
+    gcra_policy default_rate;
+    struct metrics *metrics;
+    uint8_t cursor_key[32];
+    struct worker_pool *workers;
+    struct http_server *http;
+    atomic_bool shutting_down;
+    atomic_int in_flight; /* requests handed to workers and not yet answered */
+} app;
+
+/* Whether this node holds its node id, so it can issue ids (and so write). */
+bool app_ids_ready(const app *a);
+/* Whether an idempotent answer may be stored as a reference to the event holding it: events
+ * outlive keys, and no node of an older release, which would replay it empty, is live. */
+bool app_answers_by_event(const app *a);
+/* A new Snowflake id; aborts only if the clock went back further than the generator can absorb. */
+uint64_t app_next_id(app *a);
+
+#endif

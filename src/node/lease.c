@@ -1,0 +1,370 @@
+#include "node/lease.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/timefmt.h"
+
+#define NODE_IDS      1024
+#define AUTO_NODE_IDS 1022 /* auto never takes 1022, which `payd dev seed` stamps its rows with */
+
+struct node_lease {
+    store *store;
+    id_generator *gen;
+    _Atomic int node_id; /* -1 until leased (the database was away at start) */
+    int requested;
+    char holder[96]; /* "serve:" or "command:", then host, pid and a random tag */
+    /* SQLite serve: it holds the file's serve lock, so no other serve lives, and a lease row of
+     * a serve is a crashed one's (kill -9 leaves it until it expires): free to take */
+    bool sole_serve;
+    pthread_t thread;
+    bool renewing;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+    /* every live lease is held by a release that reads answers stored by event reference */
+    atomic_bool fleet_reads_event_answers;
+};
+
+typedef struct lease_job {
+    node_lease *l;
+    int requested;
+    int64_t now;
+    char other_holder[96]; /* an explicit id's live holder */
+    int64_t other_until;
+} lease_job;
+
+/* Whether a node of an older release still holds a live lease: such a node would replay an
+ * answer stored as an event reference (idem.c) with an empty body, so until its lease is gone
+ * this node keeps the bodies. Every lease this release writes says it reads them. */
+static int check_fleet(db_conn *db, node_lease *l, int64_t now)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT COUNT(*) FROM node_leases WHERE expires_at >= $1 "
+                           "AND answers_by_event = 0",
+                           "i", now);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW)
+        atomic_store(&l->fleet_reads_event_answers, db_int(st, 0) == 0);
+    db_done(st);
+    return rc == DB_ROW ? 0 : rc;
+}
+
+static int take_id(db_conn *db, lease_job *j, int id)
+{
+    node_lease *l = j->l;
+    db_status rc = db_exec(db,
+                           "INSERT INTO node_leases (node_id, holder, acquired_at, expires_at, "
+                           "answers_by_event) VALUES ($1, $2, $3, $4, 1) "
+                           "ON CONFLICT (node_id) DO NOTHING",
+                           "isii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000);
+    if (rc != DB_DONE)
+        return rc;
+    if (db_changes(db) != 1) {
+        rc = db_exec(db,
+                     "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = $4, "
+                     "answers_by_event = 1 "
+                     "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
+                     "($5 = 1 AND holder LIKE 'serve:%'))",
+                     "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
+                     (int64_t)l->sole_serve);
+        if (rc != DB_DONE)
+            return rc;
+        if (db_changes(db) != 1)
+            return 0;
+    }
+    rc = check_fleet(db, l, j->now);
+    return rc == 0 ? 1 : rc;
+}
+
+static int acquire_job(db_conn *db, void *arg)
+{
+    lease_job *j = arg;
+    if (j->requested != NODE_AUTO) {
+        int rc = take_id(db, j, j->requested);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            j->l->node_id = j->requested;
+            return 0;
+        }
+        db_stmt *st = db_query(db, "SELECT holder, expires_at FROM node_leases WHERE node_id = $1",
+                               "i", (int64_t)j->requested);
+        if (db_step(st) == DB_ROW) {
+            snprintf(j->other_holder, sizeof j->other_holder, "%s", db_text(st, 0));
+            j->other_until = db_int(st, 1);
+        }
+        db_done(st);
+        return 0;
+    }
+    /* auto: the lowest id that is free or whose lease ran out */
+    static char busy[NODE_IDS];
+    memset(busy, 0, sizeof busy);
+    db_stmt *st = db_query(db,
+                           "SELECT node_id FROM node_leases WHERE expires_at >= $1 "
+                           "AND NOT ($2 = 1 AND holder LIKE 'serve:%')",
+                           "ii", j->now, (int64_t)j->l->sole_serve);
+    while (db_step(st) == DB_ROW) {
+        int64_t id = db_int(st, 0);
+        if (id >= 0 && id < NODE_IDS)
+            busy[id] = 1;
+    }
+    db_done(st);
+    for (int id = 0; id < AUTO_NODE_IDS; id++) {
+        if (busy[id])
+            continue;
+        int rc = take_id(db, j, id);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            j->l->node_id = id;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* The id is ours from `now` (µs): the generator uses it, and issues ids only while the lease
+ * surely holds: until its end less the margin. */
+static void lease_taken(node_lease *l, int64_t now)
+{
+    id_generator_set_node(l->gen, l->node_id);
+    id_generator_set_lease_until(l->gen, now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
+}
+
+node_lease *lease_acquire(store *s, int requested, id_generator *gen, lease_role role, char *err,
+                          size_t errlen)
+{
+    /* a serve on PostgreSQL starts while the database is away and leases once it answers */
+    bool wait_for_database = role == LEASE_SERVE && store_kind(s) == DB_POSTGRES;
+    node_lease *l = calloc(1, sizeof *l);
+    l->store = s;
+    l->gen = gen;
+    l->node_id = -1;
+    uint8_t r[4];
+    RAND_bytes(r, sizeof r);
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    l->sole_serve = role == LEASE_SERVE && store_kind(s) == DB_SQLITE;
+    snprintf(l->holder, sizeof l->holder, "%s:%s:%d:%02x%02x%02x%02x",
+             role == LEASE_SERVE ? "serve" : "command", host, (int)getpid(), r[0], r[1], r[2],
+             r[3]);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->wake, NULL);
+
+    l->requested = requested;
+    lease_job j = {.l = l, .requested = requested};
+    write_result w = WRITE_RETRY;
+    for (int attempt = 0; attempt < 5 && w == WRITE_RETRY; attempt++) {
+        j.now = now_us();
+        w = store_run(s, acquire_job, &j);
+    }
+    if (w != WRITE_OK && wait_for_database) {
+        /* the database is away: serve (503s, /readyz false) and lease once it answers; until
+         * then the generator issues nothing */
+        id_generator_set_lease_until(gen, 1);
+        log_error("error", "cannot lease a node id yet; retrying until the database answers",
+                  write_result_name(w));
+        return l;
+    }
+    if (w != WRITE_OK || l->node_id < 0) {
+        if (w != WRITE_OK)
+            snprintf(err, errlen, "cannot lease a node id: the database refused (%s)",
+                     write_result_name(w));
+        else if (requested == NODE_AUTO)
+            snprintf(err, errlen, "cannot lease a node id: all %d are held by live nodes",
+                     AUTO_NODE_IDS);
+        else
+            snprintf(err, errlen,
+                     "--node-id %d is held by a live node (%s) for %lld s more; give another id "
+                     "or --node-id auto",
+                     requested, j.other_holder, (long long)((j.other_until - j.now) / 1000000 + 1));
+        pthread_mutex_destroy(&l->lock);
+        pthread_cond_destroy(&l->wake);
+        free(l);
+        return NULL;
+    }
+    lease_taken(l, j.now);
+    return l;
+}
+
+int lease_node_id(const node_lease *l)
+{
+    return atomic_load(&l->node_id);
+}
+
+bool lease_fleet_reads_event_answers(node_lease *l)
+{
+    return l && atomic_load(&l->fleet_reads_event_answers);
+}
+
+bool lease_held(const node_lease *l)
+{
+    return atomic_load(&l->node_id) >= 0;
+}
+
+/* A lease that started while the database was away: one more try. A held explicit id ends the
+ * process, as it would have at start. */
+static void lease_retry_acquire(node_lease *l)
+{
+    lease_job j = {.l = l, .requested = l->requested, .now = now_us()};
+    write_result w = store_run(l->store, acquire_job, &j);
+    if (w != WRITE_OK)
+        return;
+    if (l->node_id < 0) {
+        jsonw line;
+        log_begin(&line, "fatal", "cannot lease a node id: it is held by a live node");
+        jw_key(&line, "requested");
+        jw_int(&line, l->requested);
+        log_end(&line);
+        _exit(1);
+    }
+    lease_taken(l, j.now);
+    jsonw line;
+    log_begin(&line, "info", "node id leased");
+    jw_key(&line, "node_id");
+    jw_int(&line, l->node_id);
+    log_end(&line);
+}
+
+typedef struct renew_job {
+    node_lease *l;
+    int64_t now;
+    bool lost;
+} renew_job;
+
+static int renew_job_run(db_conn *db, void *arg)
+{
+    renew_job *j = arg;
+    db_status rc =
+        db_exec(db,
+                "UPDATE node_leases SET expires_at = $3, answers_by_event = 1 "
+                "WHERE node_id = $1 AND holder = $2",
+                "isi", (int64_t)j->l->node_id, j->l->holder, j->now + LEASE_TTL_MS * 1000);
+    if (rc != DB_DONE)
+        return rc;
+    if (db_changes(db) == 1)
+        return check_fleet(db, j->l, j->now);
+    /* our row is gone or another's: take it back only if it is free (expired or absent) */
+    lease_job take = {.l = j->l, .requested = j->l->node_id, .now = j->now};
+    int t = take_id(db, &take, j->l->node_id);
+    if (t < 0)
+        return t;
+    j->lost = t == 0;
+    return 0;
+}
+
+static void *renew_main(void *arg)
+{
+    node_lease *l = arg;
+    pthread_mutex_lock(&l->lock);
+    while (!l->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (int64_t)LEASE_RENEW_MS * 1000000;
+        until.tv_sec += ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&l->wake, &l->lock, &until);
+        if (l->stopping)
+            break;
+        pthread_mutex_unlock(&l->lock);
+        if (!lease_held(l)) {
+            lease_retry_acquire(l);
+            pthread_mutex_lock(&l->lock);
+            continue;
+        }
+        /* the bound is measured from before the renewal was sent: it can only be earlier
+         * than the lease's true end */
+        renew_job j = {.l = l, .now = now_us()};
+        write_result w = store_run(l->store, renew_job_run, &j);
+        if (w == WRITE_OK && j.lost) {
+            jsonw line;
+            log_begin(&line, "fatal", "node id lease taken by another node; stopping");
+            jw_key(&line, "node_id");
+            jw_int(&line, l->node_id);
+            log_end(&line);
+            _exit(1);
+        }
+        if (w == WRITE_OK) {
+            id_generator_set_lease_until(l->gen, j.now / 1000 + LEASE_TTL_MS - LEASE_MARGIN_MS);
+        } else {
+            jsonw line;
+            log_begin(&line, "error", "node id lease not renewed");
+            jw_key(&line, "node_id");
+            jw_int(&line, l->node_id);
+            jw_key(&line, "result");
+            jw_string(&line, write_result_name(w));
+            log_end(&line);
+        }
+        pthread_mutex_lock(&l->lock);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+void lease_start_renewal(node_lease *l)
+{
+    l->renewing = pthread_create(&l->thread, NULL, renew_main, l) == 0;
+}
+
+static int release_job(db_conn *db, void *arg)
+{
+    node_lease *l = arg;
+    return db_exec(db, "DELETE FROM node_leases WHERE node_id = $1 AND holder = $2", "is",
+                   (int64_t)l->node_id, l->holder);
+}
+
+void lease_release(node_lease *l)
+{
+    if (!l)
+        return;
+    if (l->renewing) {
+        pthread_mutex_lock(&l->lock);
+        l->stopping = true;
+        pthread_cond_signal(&l->wake);
+        pthread_mutex_unlock(&l->lock);
+        pthread_join(l->thread, NULL);
+    }
+    if (lease_held(l))
+        store_run(l->store, release_job, l);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->wake);
+    free(l);
+}
+
+int sqlite_serve_lock(const char *url, char *err, size_t errlen)
+{
+    db_kind kind;
+    const char *path;
+    if (db_parse_url(url, &kind, &path, err, errlen) != 0)
+        return -1;
+    if (kind == DB_POSTGRES)
+        return 0;
+    char lock_path[600];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    /* kept open (and so locked) until the process exits, however it exits */
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", lock_path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen,
+                 "another payd serve owns the database %s (it holds %s); one serve per SQLite "
+                 "file (use PostgreSQL for several nodes)",
+                 path, lock_path);
+        close(fd);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,12 @@
+#ifndef PAYD_REQUEST_INPUT_H
+#define PAYD_REQUEST_INPUT_H
+/* A request's declared input: the matched route's body and query schemas (http/schema.h). */
+#include <stdbool.h>
+
+#include "request/request.h"
+
+/* The pipeline's step: decodes the matched route's body and query into req->input (arena
+ * memory), or answers 400 with `code` and `param` and returns false. */
+bool route_input_or_reply(request *req);
+
+#endif

@@ -1,0 +1,81 @@
+#ifndef PAYD_REQUEST_REQUEST_H
+#define PAYD_REQUEST_REQUEST_H
+/* One HTTP request as handlers see it: matched route, path parameters, parsed JSON body,
+ * authenticated user, and the response being built. Everything lives in the request's arena.
+ * The request layer sits above the node (node/: app state, auth) and below the idempotency
+ * engine, whose claim a request carries as an opaque pointer (struct idem_claim, idem/idem.h). */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "http/problem.h"
+#include "node/auth.h"
+
+struct http_exchange;
+struct app;
+struct route;
+struct idem_claim;
+struct request_runner;
+
+#define MAX_PATH_PARAMS  4
+#define MAX_RESP_HEADERS 16
+#define REQUEST_ID_MAX   129
+#define MAX_REQUEST_BODY (64 * 1024)
+
+typedef struct header_pair {
+    const char *name, *value;
+} header_pair;
+
+typedef struct request {
+    struct app *app;
+    struct http_exchange *exchange; /* NULL for requests replayed by the recoverer */
+    arena arena;
+    const char *method, *path;
+    const struct route *route;
+    const char *params[MAX_PATH_PARAMS];
+    json_t *json; /* the parsed body of a POST/PUT/PATCH */
+    void *input;  /* the route's declared body and query, decoded (http/schema.h) */
+    user_info user;
+    bool authenticated;
+    char request_id[REQUEST_ID_MAX];
+    int64_t start_ns;
+    bool admitted;           /* route, edge checks, auth and rate limit have run */
+    struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
+    /* continuations (request/step.h) */
+    const struct request_runner *runner; /* NULL: every wait blocks the thread */
+    bool may_block;                      /* this thread may wait: a worker, not a writer */
+    int write_rc;                        /* what the last write job returned */
+    void *prepared; /* what the route's prepare step read and checked, for its handler */
+
+    /* the response */
+    int status;
+    char *resp_body;
+    size_t resp_len;
+    payd_error error;         /* ERR_NONE for a success */
+    const char *error_detail; /* the problem's detail, for the failure log */
+    bool resp_recorded;  /* the idempotency engine stored this response in the handler's commit */
+    uint64_t resp_event; /* an event recorded this very body as its data (0: none); any new
+                          * body clears it */
+    header_pair resp_headers[MAX_RESP_HEADERS];
+    int resp_header_count;
+} request;
+
+/* Request headers and query arguments (NULL when absent). */
+const char *request_header(request *req, const char *name);
+const char *request_query(request *req, const char *name);
+
+/* Responses. reply_json takes ownership of body. */
+void reply_json(request *req, int status, json_t *body);
+void reply_error(request *req, payd_error err, const char *detail);
+/* reply_error with extra members (for example "param" or "existing_order_id"); takes ownership. */
+void reply_error_extra(request *req, payd_error err, const char *detail, json_t *extra);
+void reply_header(request *req, const char *name, const char *value);
+const char *response_header(request *req, const char *name);
+struct jsonw;
+/* Takes the writer's text as the JSON body. */
+void reply_jsonw(request *req, int status, struct jsonw *w);
+/* Sets a raw, already serialized response (replays). */
+void reply_raw(request *req, int status, const char *body, size_t len);
+
+#endif

@@ -1,0 +1,68 @@
+#include "request/step.h"
+
+#include "core/log.h"
+#include "node/app.h"
+
+typedef struct pending_write {
+    request *req;
+    request_step next;
+    void *ctx;
+} pending_write;
+
+void request_continue(request *req, request_step step, void *ctx)
+{
+    if (step(req, ctx) == STEP_DONE)
+        req->runner->finish(req);
+    /* STEP_WAITING: the request belongs to whoever finishes the wait; not touched again here */
+}
+
+void request_wake(request *req, db_failure failure, request_step next, void *ctx)
+{
+    store *s = req->app->store; /* the request may be gone once its step has run */
+    log_set_request_id(req->request_id);
+    db_failure threads_own = db_thread_failure();
+    db_thread_failure_reset();
+    db_note_failure(failure);
+    req->may_block = false;
+    request_continue(req, next, ctx);
+    store_thread_done(s); /* a PostgreSQL reader a step took goes back */
+    db_thread_failure_reset();
+    db_note_failure(threads_own);
+    log_set_request_id(NULL);
+}
+
+/* On the writer's thread, right after the job's batch ended. */
+static void write_done(int result, db_failure failure, const char *error, void *arg)
+{
+    pending_write *w = arg;
+    request *req = w->req;
+    if (result == STORE_FAILED) {
+        log_set_request_id(req->request_id);
+        log_error("error", "write job failed", error);
+    }
+    req->write_rc = result;
+    request_wake(req, failure, w->next, w->ctx);
+}
+
+step_result request_write_then(request *req, write_job_fn fn, void *ctx, request_step next)
+{
+    if (!req->runner) {
+        req->write_rc = store_write(req->app->store, fn, ctx);
+        return next(req, ctx);
+    }
+    /* a PostgreSQL reader this thread holds for the request goes back while it waits */
+    if (req->may_block)
+        store_thread_done(req->app->store);
+    pending_write *w = arena_alloc(&req->arena, sizeof *w);
+    *w = (pending_write){req, next, ctx};
+    store_submit(req->app->store, fn, ctx, write_done, w);
+    return STEP_WAITING;
+}
+
+step_result request_blocking_then(request *req, request_step next, void *ctx)
+{
+    if (!req->runner || req->may_block)
+        return next(req, ctx);
+    req->runner->on_worker(req, next, ctx);
+    return STEP_WAITING;
+}
