@@ -74,9 +74,14 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
 {
     if (!req->app->cfg.events) /* benchmarks only: the cost of the outbox itself */
         return DB_DONE;
+    /* in a write job: an id only if one is ready now. Waiting out a lapsed lease here would
+     * hold this batch's writer, and its row locks, from the renewal that ends the wait */
     uint64_t id;
-    int64_t created;
-    new_row_id(req, &id, &created);
+    if (!app_try_next_id(req->app, &id)) {
+        db_note_failure(DB_FAILURE_UNAVAILABLE);
+        return DB_ERROR;
+    }
+    int64_t created = created_at_of(id);
     db_status rc =
         db_exec_checked(db, -1, 0,
                         "INSERT INTO events (id, user_id, type, data, created_at) "

@@ -19,26 +19,33 @@ bool app_answers_by_event(const app *a)
            lease_fleet_reads_event_answers(a->lease);
 }
 
-uint64_t app_next_id(app *a)
+bool app_try_next_id(app *a, uint64_t *id)
 {
-    uint64_t id;
-    bool told = false;
-    int rc;
-    /* A lapsed node-id lease: wait for the renewal (the database is probably away, so the
-     * request could not commit anyway). If another node took the id, the renewal ends the
-     * process; ids are never issued under an id we may no longer hold. */
-    while ((rc = id_next(&a->ids, &id)) == ID_LEASE_LAPSED) {
-        if (!told)
-            log_msg("error", "node id lease lapsed; waiting for its renewal before issuing ids");
-        told = true;
-        struct timespec pause = {0, 20 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
+    int rc = id_next(&a->ids, id);
+    if (rc == ID_LEASE_LAPSED)
+        return false;
     if (rc != 0) {
         /* The clock went back further than --node-id's generator can absorb: issuing an id now
          * could repeat one. Refusing to run is the only safe answer. */
         log_msg("fatal", "clock moved backwards too far");
         abort();
+    }
+    return true;
+}
+
+uint64_t app_next_id(app *a)
+{
+    uint64_t id;
+    bool told = false;
+    /* A lapsed node-id lease: wait for the renewal (the database is probably away, so the
+     * request could not commit anyway). If another node took the id, the renewal ends the
+     * process; ids are never issued under an id we may no longer hold. */
+    while (!app_try_next_id(a, &id)) {
+        if (!told)
+            log_msg("error", "node id lease lapsed; waiting for its renewal before issuing ids");
+        told = true;
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
     }
     return id;
 }

@@ -41,7 +41,11 @@ bool app_ids_ready(const app *a);
 /* Whether an idempotent answer may be stored as a reference to the event holding it: events
  * outlive keys, and no node of an older release, which would replay it empty, is live. */
 bool app_answers_by_event(const app *a);
-/* A new Snowflake id; aborts only if the clock went back further than the generator can absorb. */
+/* A new Snowflake id; aborts only if the clock went back further than the generator can absorb.
+ * While the node-id lease is lapsed it waits for the renewal. */
 uint64_t app_next_id(app *a);
+/* The same without waiting: false while the lease is lapsed. A write job asks this way, for the
+ * renewal may be queued behind the very batch the job runs in. */
+bool app_try_next_id(app *a, uint64_t *id);
 
 #endif

@@ -167,7 +167,7 @@ node_lease *lease_acquire(store *s, int requested, id_generator *gen, lease_role
     write_result w = WRITE_RETRY;
     for (int attempt = 0; attempt < 5 && w == WRITE_RETRY; attempt++) {
         j.now = now_us();
-        w = store_run(s, acquire_job, &j);
+        w = store_run_upkeep(s, acquire_job, &j);
     }
     if (w != WRITE_OK && wait_for_database) {
         /* the database is away: serve (503s, /readyz false) and lease once it answers; until
@@ -218,7 +218,7 @@ bool lease_held(const node_lease *l)
 static void lease_retry_acquire(node_lease *l)
 {
     lease_job j = {.l = l, .requested = l->requested, .now = now_us()};
-    write_result w = store_run(l->store, acquire_job, &j);
+    write_result w = store_run_upkeep(l->store, acquire_job, &j);
     if (w != WRITE_OK)
         return;
     if (l->node_id < 0) {
@@ -286,7 +286,7 @@ static void *renew_main(void *arg)
         /* the bound is measured from before the renewal was sent: it can only be earlier
          * than the lease's true end */
         renew_job j = {.l = l, .now = now_us()};
-        write_result w = store_run(l->store, renew_job_run, &j);
+        write_result w = store_run_upkeep(l->store, renew_job_run, &j);
         if (w == WRITE_OK && j.lost) {
             jsonw line;
             log_begin(&line, "fatal", "node id lease taken by another node; stopping");
@@ -336,7 +336,7 @@ void lease_release(node_lease *l)
         pthread_join(l->thread, NULL);
     }
     if (lease_held(l))
-        store_run(l->store, release_job, l);
+        store_run_upkeep(l->store, release_job, l);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->wake);
     free(l);

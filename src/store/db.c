@@ -45,9 +45,10 @@ struct db_conn {
     PGconn *pg;
     int64_t changes;
     int64_t tag;
-    bool busy_seen;     /* a deadlock or serialization failure since db_clear_busy */
+    bool busy_seen;     /* a deadlock, serialization failure or cut-short lock wait (db_saw_busy) */
     bool pg_prepare;    /* PostgreSQL: statements are prepared once and run by name */
     bool begin_pending; /* PostgreSQL: db_begin was called, no statement has been sent since */
+    int lock_wait_ms;   /* PostgreSQL: db_set_lock_wait's bound for the next transactions */
     bool unusable;      /* PostgreSQL: a pipeline could not be read back in step */
     /* PostgreSQL: checked writes held back to go with the next statement (db_set_deferral) */
     bool defer;
@@ -81,6 +82,11 @@ db_kind db_kind_of(const db_conn *c)
 const char *db_last_error(db_conn *c)
 {
     return c->error;
+}
+
+void db_set_lock_wait(db_conn *c, int ms)
+{
+    c->lock_wait_ms = ms;
 }
 
 void db_clear_busy(db_conn *c)
@@ -288,6 +294,16 @@ static void pg_params(const db_value *params, int count, pg_text_params *out)
 
 static db_status pg_status(db_conn *c, PGresult *r);
 
+/* The statement that bounds lock waits in the transaction just begun (db_set_lock_wait), if
+ * any: false when the session's lock_timeout applies. */
+static bool pg_lock_wait_sql(const db_conn *c, char *sql, size_t size)
+{
+    if (c->lock_wait_ms <= 0)
+        return false;
+    snprintf(sql, size, "SET LOCAL lock_timeout = %d", c->lock_wait_ms);
+    return true;
+}
+
 static void drop_deferred(db_conn *c)
 {
     for (int i = 0; i < c->deferred_count; i++)
@@ -334,7 +350,11 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
     }
     bool begin = c->begin_pending;
     c->begin_pending = false;
+    char lock_wait[64];
+    int begins = begin ? 1 + pg_lock_wait_sql(c, lock_wait, sizeof lock_wait) : 0;
     bool sent = !begin || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    if (sent && begins == 2)
+        sent = PQsendQueryParams(c->pg, lock_wait, 0, NULL, NULL, NULL, NULL, 0);
     for (int i = 0; i < total && sent; i++) {
         pg_text_params text;
         pg_params(all[i].params, all[i].count, &text);
@@ -348,7 +368,7 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
         return rc == DB_DONE ? DB_UNAVAILABLE : rc;
     }
     db_status rc = DB_DONE;
-    for (int i = begin ? -1 : 0; i < total; i++) {
+    for (int i = -begins; i < total; i++) {
         PGresult *r = PQgetResult(c->pg);
         if (!r) { /* the connection went away mid-pipeline */
             if (rc == DB_DONE)
@@ -464,7 +484,9 @@ static db_status pg_status(db_conn *c, PGresult *r)
         }
         if (starts_with(state, "23"))
             return DB_CONSTRAINT;
-        if (!strcmp(state, "40001") || !strcmp(state, "40P01")) {
+        /* a lock wait cut short by db_set_lock_wait's bound is one too: run it again */
+        if (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
+            (!strcmp(state, "55P03") && c->lock_wait_ms > 0)) {
             c->busy_seen = true;
             return DB_BUSY;
         }
@@ -889,15 +911,19 @@ db_status db_exec_script(db_conn *c, const char *sql)
         if (rc != DB_DONE)
             return rc;
     }
+    char *script = NULL; /* the pending BEGIN goes in the same round trip */
     if (c->begin_pending) {
         c->begin_pending = false;
         if (!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK"))
             return DB_DONE; /* the transaction never reached the server */
-        db_status rc = db_exec_script(c, "BEGIN");
-        if (rc != DB_DONE)
-            return rc;
+        char lock_wait[64];
+        bool bounded = pg_lock_wait_sql(c, lock_wait, sizeof lock_wait);
+        size_t size = strlen(sql) + sizeof lock_wait + 16;
+        script = malloc(size);
+        snprintf(script, size, "BEGIN; %s%s%s", bounded ? lock_wait : "", bounded ? "; " : "", sql);
     }
-    PGresult *r = PQexec(c->pg, sql);
+    PGresult *r = PQexec(c->pg, script ? script : sql);
+    free(script);
     db_status rc = pg_status(c, r);
     PQclear(r);
     return rc;

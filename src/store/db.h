@@ -53,7 +53,11 @@ bool db_broken(db_conn *c);
 bool db_transaction_failed(db_conn *c);
 /* For a connection that sat idle: false if the server closed it meanwhile (no round trip). */
 bool db_idle_alive(db_conn *c);
-/* Whether a statement met a deadlock or serialization failure since db_clear_busy. */
+/* PostgreSQL: in the transactions db_begin opens from now on, a wait for a lock ends after ms
+ * (0: the session's lock_timeout) and reads as DB_BUSY, to run again, not as a timeout. */
+void db_set_lock_wait(db_conn *c, int ms);
+/* Whether a statement met a deadlock, a serialization failure or a lock wait cut short by
+ * db_set_lock_wait since db_clear_busy. */
 void db_clear_busy(db_conn *c);
 bool db_saw_busy(db_conn *c);
 /* A caller's tag on the connection (the store keeps the pool generation it was opened in). */

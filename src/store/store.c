@@ -52,6 +52,9 @@ typedef struct reader_slot {
 } reader_slot;
 
 #define PG_ATTEMPTS 10
+/* PostgreSQL: how long a job in a batch of several waits for a row lock before it is run again
+ * (see the group commit's notes) */
+#define BATCH_LOCK_WAIT_MS 50
 
 /* PostgreSQL: a pool of idle connections (a stack: the most recently used is reused first, so
  * the oldest idle ones age out and are closed). */
@@ -700,8 +703,13 @@ void store_close(store *s)
  * SAVEPOINT, so a job that fails has only its savepoint rolled back.
  * A job that hits a deadlock or serialization failure is rolled back to its savepoint and run
  * again in a batch of its own after the commit (re-running it at once would wait on the locks
- * its own batch holds); a COMMIT that fails that way retries the whole batch. Jobs are pure
- * functions of their context, so running one again is safe. A connection lost before COMMIT
+ * its own batch holds); a COMMIT that fails that way retries the whole batch.
+ * Each job locks rows in an order of its own (a transfer locks its two accounts by id), but a
+ * batch of several locks them in its jobs' order, so two batches can deadlock, and PostgreSQL
+ * tells only after deadlock_timeout (1 s), with every job of both waiting. So in a transaction
+ * of several jobs a row lock is waited for BATCH_LOCK_WAIT_MS at most, then the job counts as
+ * a deadlock (the first attempts only: later ones wait as long as the session allows). Jobs are
+ * pure functions of their context, so running one again is safe. A connection lost before COMMIT
  * was sent kept nothing: the batch runs again once on a fresh connection. One lost during
  * COMMIT leaves the outcome unknown: its jobs fail, and each caller's retry, keyed by its
  * Idempotency-Key, settles it. */
@@ -802,7 +810,8 @@ static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *bu
 {
     /* savepoint boundaries share a round trip with the statement before them */
     held.count = 0;
-    if (db_exec_script(db, "BEGIN; SAVEPOINT job") != DB_DONE)
+    db_begin(db);
+    if (db_exec_script(db, "SAVEPOINT job") != DB_DONE)
         return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
     for (int i = 0; i < n; i++) {
         bool last = i == n - 1;
@@ -818,8 +827,8 @@ static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *bu
             if (db_exec_script(db, last ? "ROLLBACK TO job; RELEASE job"
                                         : "ROLLBACK TO job; RELEASE job; SAVEPOINT job") != DB_DONE)
                 return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
-            if (result == 0)
-                result = STORE_FAILED;
+            if (result == 0) /* an error it swallowed: a deadlock is still one */
+                result = db_saw_busy(db) ? DB_BUSY : STORE_FAILED;
             held.count = mark; /* what the job held goes with its writes */
         }
         jobs[i]->result = result;
@@ -888,6 +897,7 @@ static void pg_run_batch(store *s, write_job **jobs, int n)
         }
         for (int i = 0; i < count; i++)
             busy[i] = false;
+        db_set_lock_wait(db, count > 1 && attempt < PG_ATTEMPTS / 2 ? BATCH_LOCK_WAIT_MS : 0);
         batch_end end = carefully && count > 1 ? pg_try_carefully(db, todo, count, busy)
                                                : pg_try_optimistic(db, todo, count);
         db_failure failure = db_thread_failure();
@@ -1021,6 +1031,32 @@ const char *write_result_name(write_result r)
 write_result store_run(store *s, write_job_fn fn, void *ctx)
 {
     return write_result_of(store_write(s, fn, ctx));
+}
+
+write_result store_run_upkeep(store *s, write_job_fn fn, void *ctx)
+{
+    if (s->kind != DB_POSTGRES)
+        return store_run(s, fn, ctx);
+    /* a reader connection: readers are lent for a request's reads only, so one is free soon */
+    db_conn *db = pool_take(s, &s->reader_pool);
+    if (!db) {
+        log_error("error", "upkeep write failed", "no database connection");
+        return WRITE_FAILED;
+    }
+    int rc = db_begin(db);
+    if (rc == DB_DONE)
+        rc = fn(db, ctx);
+    /* a job that took an error for "no row" left the transaction aborted: nothing to keep */
+    if (rc == 0 && db_transaction_failed(db))
+        rc = STORE_FAILED;
+    if (rc == 0)
+        rc = db_exec(db, "COMMIT", "") == DB_DONE ? 0 : STORE_FAILED;
+    else
+        db_exec(db, "ROLLBACK", "");
+    if (rc != 0)
+        log_error("error", "upkeep write failed", db_last_error(db));
+    pool_give(s, &s->reader_pool, db);
+    return write_result_of(rc);
 }
 
 int64_t store_queue_depth(store *s)

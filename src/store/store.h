@@ -108,6 +108,11 @@ typedef void (*write_done_fn)(int result, db_failure failure, const char *error,
 void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg);
 /* The same, named: write_result_of(store_write(...)). */
 write_result store_run(store *s, write_job_fn fn, void *ctx);
+/* The node's own upkeep (its node-id lease): fn in a transaction of its own that waits behind
+ * no request's write and shares no batch with one, whose row locks may keep it for seconds. On
+ * PostgreSQL it runs on a reader connection from the pool; SQLite's one writer waits on no row
+ * lock, so there it is store_run. */
+write_result store_run_upkeep(store *s, write_job_fn fn, void *ctx);
 int64_t store_queue_depth(store *s);
 void store_get_stats(store *s, store_stats *out);
 

@@ -12,7 +12,7 @@ from conftest import Payd
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    # the random-transfer race makes ~250 requests for one user: lift the rate limit
+    # the random-transfer race makes ~450 requests for one user: lift the rate limit
     s = Payd(str(tmp_path_factory.mktemp("payd")), args=["--rate-limit", "100000/s"]).start()
     yield s
     s.stop()
@@ -154,10 +154,13 @@ def test_random_transfers_keep_the_books(server):
             statuses.append((r.status, r.json["code"] if r.status != 201 else None))
         return statuses
 
-    with ThreadPoolExecutor(8) as pool:
-        results = [s for part in pool.map(worker, range(8)) for s in part]
-    assert len(results) == 200
-    assert all(s == (201, None) or s == (409, "insufficient_funds") for s in results), results
+    # 16 clients on 4 accounts: PostgreSQL's writers batch transfers whose account locks cross,
+    # so batches deadlock, and every answer must still be a 201 or a 409
+    with ThreadPoolExecutor(16) as pool:
+        results = [s for part in pool.map(worker, range(16)) for s in part]
+    assert len(results) == 400
+    odd = [s for s in results if s not in ((201, None), (409, "insufficient_funds"))]
+    assert not odd, odd
     balances = [balance(user, a) for a in accounts]
     assert sum(balances) == total
     assert all(b >= 0 for b in balances), balances
