@@ -1,5 +1,6 @@
 #include "idem/idem.h"
 #include "idem/idem_internal.h"
+#include "idem/replay_cache.h"
 #include "idem/verdict.h"
 
 #include <stdio.h>
@@ -171,6 +172,9 @@ idem_precheck_result idem_precheck(request *req)
     if (db && load_row(db, req->user.id, c->key, &row)) {
         key_verdict v = judge(&row, c->fingerprint, req->app, now_us());
         answer_verdict(req, v, &row);
+        if (v == KEY_REPLAY)
+            replay_cache_keep(req, c->key, row.claimed_at + req->app->cfg.idempotency_ttl_ms * 1000,
+                              row.status, row.location, row.body);
         row_free(&row);
         if (v == KEY_REPLAY || v == KEY_MISMATCH || v == KEY_BUSY) {
             free(c->canonical_body);

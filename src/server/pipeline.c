@@ -16,6 +16,7 @@
 #include "http/validate.h"
 #include "http/workers.h"
 #include "idem/idem.h"
+#include "idem/replay_cache.h"
 #include "node/auth.h"
 #include "node/metrics.h"
 #include "request/input.h"
@@ -357,6 +358,11 @@ static bool dispatch(request *req, const char *body, size_t len, bool too_large)
     if (req->status)
         return false;
     unsigned flags = req->route->flags;
+    /* a retry that repeats, byte for byte, a request whose answer was replayed before: that
+     * answer again, before its body is parsed (idem/replay_cache.c) */
+    if ((flags & (ROUTE_IDEM_REQUIRED | ROUTE_IDEM_OPTIONAL)) && !too_large &&
+        replay_cache_answer(req, body, len))
+        return false;
     if ((flags & ROUTE_JSON_BODY) && !parse_body_or_reply(req, body, len, too_large))
         return false;
     /* the declared body and query (http/schema.h): a refused request claims no key and costs

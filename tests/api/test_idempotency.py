@@ -423,3 +423,30 @@ def test_a_create_claims_its_key_in_its_own_write(alice):
             range(8)))
     assert {r.status for r in results} <= {201, 409}, results
     assert server.sql("SELECT COUNT(*) FROM accounts WHERE name = 'once'") == 1
+
+
+def test_retries_answered_from_memory_are_the_stored_answer(alice, bob):
+    """From the second replay on, a retry that repeats its request byte for byte is answered
+    from memory (idem/replay_cache.c): the same answer, and it reaches no other body, content
+    type or user."""
+    acct = alice.create_account()
+    k = key()
+    raw = json.dumps(payment_body(acct)).encode()
+    h = {"Content-Type": "application/json", "Idempotency-Key": k}
+    first = alice.request("POST", "/v1/payments", raw_body=raw, headers=h)
+    assert first.status == 201, first
+    for r in [alice.request("POST", "/v1/payments", raw_body=raw, headers=h) for _ in range(3)] + \
+            [alice.request("POST", "/v1/payments", raw_body=raw,
+                           headers={**h, "Idempotency-Key": '"%s"' % k})]:
+        assert r.status == 201 and r.raw == first.raw, r
+        assert r.header("idempotent-replayed") == "true"
+        assert r.header("location") == first.header("location")
+    other = json.dumps(payment_body(acct, 7)).encode()
+    r = alice.request("POST", "/v1/payments", raw_body=other, headers=h)
+    assert r.status == 422 and r.json["code"] == "idempotency_key_reused"
+    r = alice.request("POST", "/v1/payments", raw_body=raw,
+                      headers={**h, "Content-Type": "text/plain"})
+    assert r.status == 415 and r.header("idempotent-replayed") is None, r
+    r = bob.request("POST", "/v1/payments", raw_body=raw, headers=h)
+    assert r.status == 404 and r.header("idempotent-replayed") is None, r
+    assert balance(alice, acct) == 1000
