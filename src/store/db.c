@@ -49,7 +49,9 @@ struct db_conn {
     bool pg_prepare;    /* PostgreSQL: statements are prepared once and run by name */
     bool begin_pending; /* PostgreSQL: db_begin was called, no statement has been sent since */
     int lock_wait_ms;   /* PostgreSQL: db_set_lock_wait's bound for the next transactions */
-    bool unusable;      /* PostgreSQL: a pipeline could not be read back in step */
+    bool lock_wait_lifted;   /* db_lock_wait_lift ran in the open transaction */
+    char lock_wait_lift[64]; /* the statement that restores the session's lock_timeout */
+    bool unusable;           /* PostgreSQL: a pipeline could not be read back in step */
     /* PostgreSQL: checked writes held back to go with the next statement (db_set_deferral) */
     bool defer;
     struct deferred_write *deferred;
@@ -87,6 +89,14 @@ const char *db_last_error(db_conn *c)
 void db_set_lock_wait(db_conn *c, int ms)
 {
     c->lock_wait_ms = ms;
+}
+
+const char *db_lock_wait_lift(db_conn *c)
+{
+    if (c->kind != DB_POSTGRES || c->lock_wait_ms <= 0)
+        return NULL;
+    c->lock_wait_lifted = true;
+    return c->lock_wait_lift;
 }
 
 void db_clear_busy(db_conn *c)
@@ -296,8 +306,9 @@ static db_status pg_status(db_conn *c, PGresult *r);
 
 /* The statement that bounds lock waits in the transaction just begun (db_set_lock_wait), if
  * any: false when the session's lock_timeout applies. */
-static bool pg_lock_wait_sql(const db_conn *c, char *sql, size_t size)
+static bool pg_lock_wait_sql(db_conn *c, char *sql, size_t size)
 {
+    c->lock_wait_lifted = false; /* a transaction begins */
     if (c->lock_wait_ms <= 0)
         return false;
     snprintf(sql, size, "SET LOCAL lock_timeout = %d", c->lock_wait_ms);
@@ -486,7 +497,7 @@ static db_status pg_status(db_conn *c, PGresult *r)
             return DB_CONSTRAINT;
         /* a lock wait cut short by db_set_lock_wait's bound is one too: run it again */
         if (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
-            (!strcmp(state, "55P03") && c->lock_wait_ms > 0)) {
+            (!strcmp(state, "55P03") && c->lock_wait_ms > 0 && !c->lock_wait_lifted)) {
             c->busy_seen = true;
             return DB_BUSY;
         }
@@ -580,6 +591,11 @@ db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, 
     if (settings->lock_timeout_ms > 0)
         snprintf(setup + len, sizeof setup - (size_t)len, "; SET lock_timeout = %lld",
                  (long long)settings->lock_timeout_ms);
+    if (settings->lock_timeout_ms > 0)
+        snprintf(c->lock_wait_lift, sizeof c->lock_wait_lift, "SET LOCAL lock_timeout = %lld",
+                 (long long)settings->lock_timeout_ms);
+    else
+        snprintf(c->lock_wait_lift, sizeof c->lock_wait_lift, "SET LOCAL lock_timeout TO DEFAULT");
     if (db_exec_script(c, setup) != DB_DONE) {
         snprintf(err, errlen, "cannot set up the PostgreSQL session: %s", c->error);
         db_close(c);

@@ -56,6 +56,9 @@ bool db_idle_alive(db_conn *c);
 /* PostgreSQL: in the transactions db_begin opens from now on, a wait for a lock ends after ms
  * (0: the session's lock_timeout) and reads as DB_BUSY, to run again, not as a timeout. */
 void db_set_lock_wait(db_conn *c, int ms);
+/* The statement that restores the session's lock_timeout for the rest of the open transaction
+ * (NULL when no bound applies); from then on a lock timeout is a timeout again. */
+const char *db_lock_wait_lift(db_conn *c);
 /* Whether a statement met a deadlock, a serialization failure or a lock wait cut short by
  * db_set_lock_wait since db_clear_busy. */
 void db_clear_busy(db_conn *c);

@@ -174,11 +174,18 @@ static db_status commit_with_held_adds(db_conn *db)
         held.items[rows++] = row;
     }
     db_value *values = calloc((size_t)rows * STORE_ADD_VALUES + 1, sizeof *values);
-    db_command *cmds = calloc((size_t)rows + 1, sizeof *cmds);
+    db_command *cmds = calloc((size_t)rows + 2, sizeof *cmds);
+    int n = 0;
+    /* the additions lock their rows in one order, so they never wait in a circle: they wait
+     * for another batch's commit as long as the session allows (BATCH_LOCK_WAIT_MS is for the
+     * jobs' own locks) */
+    const char *lift = rows ? db_lock_wait_lift(db) : NULL;
+    if (lift)
+        cmds[n++] = (db_command){.sql = lift};
     for (int r = 0; r < rows; r++)
-        cmds[r] = add_command(&held.items[r], &values[r * STORE_ADD_VALUES]);
-    cmds[rows] = (db_command){.sql = "COMMIT"};
-    db_status rc = db_exec_all(db, cmds, rows + 1);
+        cmds[n++] = add_command(&held.items[r], &values[r * STORE_ADD_VALUES]);
+    cmds[n++] = (db_command){.sql = "COMMIT"};
+    db_status rc = db_exec_all(db, cmds, n);
     free(cmds);
     free(values);
     held.count = 0;
