@@ -192,10 +192,13 @@ static db_conn *lite_open(const char *path, bool read_only, char *err, size_t er
     }
     sqlite3_busy_timeout(c->lite, 10000);
     /* WAL lets readers run beside the one writer; synchronous=FULL makes an acknowledged
-     * payment survive power loss. */
+     * payment survive power loss. The writer's cache is small on purpose: a page split moves
+     * pages through a number past the file's end, so every COMMIT walks the whole page cache to
+     * drop pages beyond the end (SQLite 3.40); with 64 MB that walk was 18 % of the writer's
+     * time, and 8 MB gave 6 % more payments (six alternating rounds, wrk, fresh database). */
     const char *setup = read_only ? "PRAGMA query_only=1; PRAGMA cache_size=-16000;"
                                   : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                                    "PRAGMA cache_size=-64000; PRAGMA temp_store=MEMORY;";
+                                    "PRAGMA cache_size=-8000; PRAGMA temp_store=MEMORY;";
     if (db_exec_script(c, setup) != DB_DONE) {
         snprintf(err, errlen, "cannot set up %s: %s", path, c->error);
         db_close(c);
