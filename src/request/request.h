@@ -42,7 +42,7 @@ typedef struct request {
     int64_t start_ns;
     bool admitted;           /* route, edge checks, auth and rate limit have run */
     struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
-    uint8_t *body_digest;    /* SHA-256 of method, path and raw body, for the replay cache */
+    uint8_t *body_digest;    /* SHA-256 of method, path, Content-Type and raw body (replay cache) */
     /* continuations (request/step.h) */
     const struct request_runner *runner; /* NULL: every wait blocks the thread */
     bool may_block;                      /* this thread may wait: a worker, not a writer */

@@ -307,9 +307,9 @@ static void pg_params(const db_value *params, int count, pg_text_params *out)
 
 static db_status pg_status(db_conn *c, PGresult *r);
 
-/* The statement that bounds lock waits in the transaction just begun (db_set_lock_wait), if
- * any: false when the session's lock_timeout applies. */
-static bool pg_lock_wait_sql(db_conn *c, char *sql, size_t size)
+/* A transaction begins (its BEGIN is being sent): the statement that bounds its lock waits
+ * (db_set_lock_wait) goes to sql; false when the session's lock_timeout applies. */
+static bool pg_transaction_begins(db_conn *c, char *sql, size_t size)
 {
     c->lock_wait_lifted = false; /* a transaction begins */
     if (c->lock_wait_ms <= 0)
@@ -365,7 +365,7 @@ static db_status pg_pipeline(db_conn *c, const db_command *cmds, int n, PGresult
     bool begin = c->begin_pending;
     c->begin_pending = false;
     char lock_wait[64];
-    int begins = begin ? 1 + pg_lock_wait_sql(c, lock_wait, sizeof lock_wait) : 0;
+    int begins = begin ? 1 + pg_transaction_begins(c, lock_wait, sizeof lock_wait) : 0;
     bool sent = !begin || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
     if (sent && begins == 2)
         sent = PQsendQueryParams(c->pg, lock_wait, 0, NULL, NULL, NULL, NULL, 0);
@@ -591,14 +591,14 @@ db_conn *db_open_pg(const char *url, const db_pg_settings *settings, char *err, 
     if (settings->statement_timeout_ms > 0)
         len += snprintf(setup + len, sizeof setup - (size_t)len, "; SET statement_timeout = %lld",
                         (long long)settings->statement_timeout_ms);
-    if (settings->lock_timeout_ms > 0)
+    if (settings->lock_timeout_ms > 0) {
         snprintf(setup + len, sizeof setup - (size_t)len, "; SET lock_timeout = %lld",
                  (long long)settings->lock_timeout_ms);
-    if (settings->lock_timeout_ms > 0)
         snprintf(c->lock_wait_lift, sizeof c->lock_wait_lift, "SET LOCAL lock_timeout = %lld",
                  (long long)settings->lock_timeout_ms);
-    else
+    } else {
         snprintf(c->lock_wait_lift, sizeof c->lock_wait_lift, "SET LOCAL lock_timeout TO DEFAULT");
+    }
     if (db_exec_script(c, setup) != DB_DONE) {
         snprintf(err, errlen, "cannot set up the PostgreSQL session: %s", c->error);
         db_close(c);
@@ -936,7 +936,7 @@ db_status db_exec_script(db_conn *c, const char *sql)
         if (!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK"))
             return DB_DONE; /* the transaction never reached the server */
         char lock_wait[64];
-        bool bounded = pg_lock_wait_sql(c, lock_wait, sizeof lock_wait);
+        bool bounded = pg_transaction_begins(c, lock_wait, sizeof lock_wait);
         size_t size = strlen(sql) + sizeof lock_wait + 16;
         script = malloc(size);
         snprintf(script, size, "BEGIN; %s%s%s", bounded ? lock_wait : "", bounded ? "; " : "", sql);
