@@ -16,6 +16,9 @@
 #include "request/step.h"
 #include "store/store.h"
 
+/* How a key's processor key is derived (idem.c, derive_processor_key), stored with the key. */
+enum { PROCESSOR_KEY_HASHED = 1, PROCESSOR_KEY_TIME_ORDERED = 2 };
+
 typedef struct idem_claim {
     char key[256];
     char fingerprint[65];
@@ -24,7 +27,8 @@ typedef struct idem_claim {
     int64_t fence;      /* this holder's fencing token: every later write for the key names it */
     int64_t generation; /* µs; fixed for the logical operation: kept by takeovers, resumes and
                          * re-claims after a release, new when an expired key is claimed anew */
-    char processor_key[65]; /* sha256(user, key, fingerprint, generation) */
+    int processor_key_scheme; /* how processor_key is derived: PROCESSOR_KEY_* */
+    char processor_key[65];   /* the operation's key at the processor (derive_processor_key) */
     bool resumed;           /* a retry (or the recoverer) took over a key someone else held */
     bool claim_in_write;    /* not claimed yet: the handler's write job claims it first
                              * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */

@@ -19,6 +19,11 @@ bool app_answers_by_event(const app *a)
            lease_fleet_reads_event_answers(a->lease);
 }
 
+bool app_orders_processor_keys(const app *a)
+{
+    return lease_fleet_knows_processor_key_schemes(a->lease);
+}
+
 bool app_try_next_id(app *a, uint64_t *id)
 {
     int rc = id_next(&a->ids, id);

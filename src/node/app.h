@@ -41,6 +41,9 @@ bool app_ids_ready(const app *a);
 /* Whether an idempotent answer may be stored as a reference to the event holding it: events
  * outlive keys, and no node of an older release, which would replay it empty, is live. */
 bool app_answers_by_event(const app *a);
+/* Whether a new claim may take the time-ordered processor key scheme: no node of an older
+ * release, which derives every processor key the old way, is live. */
+bool app_orders_processor_keys(const app *a);
 /* A new Snowflake id; aborts only if the clock went back further than the generator can absorb.
  * While the node-id lease is lapsed it waits for the renewal. */
 uint64_t app_next_id(app *a);

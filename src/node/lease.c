@@ -32,8 +32,10 @@ struct node_lease {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stopping;
-    /* every live lease is held by a release that reads answers stored by event reference */
+    /* what every live lease's holder can do (check_fleet): read answers stored by event
+     * reference; derive a key's processor key by its stored scheme */
     atomic_bool fleet_reads_event_answers;
+    atomic_bool fleet_knows_processor_key_schemes;
 };
 
 typedef struct lease_job {
@@ -44,18 +46,25 @@ typedef struct lease_job {
     int64_t other_until;
 } lease_job;
 
-/* Whether a node of an older release still holds a live lease: such a node would replay an
- * answer stored as an event reference (idem.c) with an empty body, so until its lease is gone
- * this node keeps the bodies. Every lease this release writes says it reads them. */
+/* What the nodes of older releases that still hold a live lease cannot do. Such a node would
+ * replay an answer stored as an event reference (idem.c) with an empty body, and would resume
+ * a key claimed under the time-ordered processor key scheme with the key of the scheme before
+ * it; until its lease is gone this node keeps the bodies and claims under the old scheme. Every
+ * lease this release writes says it can do both (LEASE_CAPABILITIES). */
+#define LEASE_CAPABILITIES "answers_by_event = 1, processor_key_schemes = 1"
+
 static int check_fleet(db_conn *db, node_lease *l, int64_t now)
 {
     db_stmt *st = db_query(db,
-                           "SELECT COUNT(*) FROM node_leases WHERE expires_at >= $1 "
-                           "AND answers_by_event = 0",
+                           "SELECT COALESCE(MIN(answers_by_event), 1), "
+                           "COALESCE(MIN(processor_key_schemes), 1) FROM node_leases "
+                           "WHERE expires_at >= $1",
                            "i", now);
     db_status rc = db_step(st);
-    if (rc == DB_ROW)
-        atomic_store(&l->fleet_reads_event_answers, db_int(st, 0) == 0);
+    if (rc == DB_ROW) {
+        atomic_store(&l->fleet_reads_event_answers, db_int(st, 0) != 0);
+        atomic_store(&l->fleet_knows_processor_key_schemes, db_int(st, 1) != 0);
+    }
     db_done(st);
     return rc == DB_ROW ? 0 : rc;
 }
@@ -65,7 +74,7 @@ static int take_id(db_conn *db, lease_job *j, int id)
     node_lease *l = j->l;
     db_status rc = db_exec(db,
                            "INSERT INTO node_leases (node_id, holder, acquired_at, expires_at, "
-                           "answers_by_event) VALUES ($1, $2, $3, $4, 1) "
+                           "answers_by_event, processor_key_schemes) VALUES ($1, $2, $3, $4, 1, 1) "
                            "ON CONFLICT (node_id) DO NOTHING",
                            "isii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000);
     if (rc != DB_DONE)
@@ -73,8 +82,7 @@ static int take_id(db_conn *db, lease_job *j, int id)
     if (db_changes(db) != 1) {
         rc = db_exec(db,
                      "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = $4, "
-                     "answers_by_event = 1 "
-                     "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
+                     LEASE_CAPABILITIES " WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
                      "($5 = 1 AND holder LIKE 'serve:%'))",
                      "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
                      (int64_t)l->sole_serve);
@@ -208,6 +216,11 @@ bool lease_fleet_reads_event_answers(node_lease *l)
     return l && atomic_load(&l->fleet_reads_event_answers);
 }
 
+bool lease_fleet_knows_processor_key_schemes(node_lease *l)
+{
+    return l && atomic_load(&l->fleet_knows_processor_key_schemes);
+}
+
 bool lease_held(const node_lease *l)
 {
     return atomic_load(&l->node_id) >= 0;
@@ -248,8 +261,8 @@ static int renew_job_run(db_conn *db, void *arg)
     renew_job *j = arg;
     db_status rc =
         db_exec(db,
-                "UPDATE node_leases SET expires_at = $3, answers_by_event = 1 "
-                "WHERE node_id = $1 AND holder = $2",
+                "UPDATE node_leases SET expires_at = $3, " LEASE_CAPABILITIES
+                " WHERE node_id = $1 AND holder = $2",
                 "isi", (int64_t)j->l->node_id, j->l->holder, j->now + LEASE_TTL_MS * 1000);
     if (rc != DB_DONE)
         return rc;

@@ -38,6 +38,9 @@ bool lease_held(const node_lease *l);
 /* Whether every live node id lease is held by a release that reads an idempotent answer stored
  * as a reference to its event: seen when the lease is taken and at each renewal. */
 bool lease_fleet_reads_event_answers(node_lease *l);
+/* Whether every live lease is held by a release that derives a key's processor key by the
+ * scheme stored with the key (idempotency_keys.processor_key_scheme); seen likewise. */
+bool lease_fleet_knows_processor_key_schemes(node_lease *l);
 /* Renews in the background until lease_release; a lease lost to another holder ends the
  * process (exit 1), since every id issued after would be another node's. */
 void lease_start_renewal(node_lease *l);

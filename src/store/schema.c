@@ -175,6 +175,13 @@ static const char *const migrations[] = {
     "ALTER TABLE idempotency_keys ADD COLUMN response_event BIGINT;"
     /* …which a node of an older release would replay empty: leases say who reads them */
     "ALTER TABLE node_leases ADD COLUMN answers_by_event INTEGER NOT NULL DEFAULT 0;",
+    /* 8: how a key's processor key is derived (idem.c, derive_processor_key): 1, the sha256 of
+     * what names the operation; 2, the same behind the generation's time, so that the
+     * processor's index of keys grows at its end instead of at a random page per charge. A
+     * key keeps its scheme for the life of its operation; rows written before this migration,
+     * or by a node of an older release, are 1. A lease says its holder knows the schemes. */
+    "ALTER TABLE idempotency_keys ADD COLUMN processor_key_scheme INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE node_leases ADD COLUMN processor_key_schemes INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -72,6 +72,68 @@ def test_key_open_before_the_upgrade_resumes_with_its_old_processor_key(fresh_se
     assert r.json["processor_charge_id"] == "ch_legacy"
 
 
+def test_new_processor_keys_are_time_ordered(fresh_server):
+    """A new key's processor key is its generation in 13 hex digits, then 51 of the sha256 of
+    what names the operation: keys made later sort later, so the processor's index of them
+    grows at its end."""
+    s = fresh_server()
+    u = s.create_user()
+    acct = u.create_account()
+    body = {"account_id": acct["id"], "amount": 1200, "currency": "USD", "source": "tok_visa"}
+    keys = []
+    for _ in range(3):
+        idem = str(uuid.uuid4())
+        r = u.post("/v1/payments", body, idem=idem)
+        assert r.status == 201, r
+        where = f"idem_key = '{idem}'"
+        user_id, fingerprint, generation, scheme = (
+            s.sql(f"SELECT {column} FROM idempotency_keys WHERE {where}")
+            for column in ("user_id", "fingerprint", "generation", "processor_key_scheme"))
+        assert scheme == 2
+        digest = hashlib.sha256(f"{user_id}\n{idem}\n{fingerprint}\n{generation}".encode())
+        expected = f"{generation:013x}" + digest.hexdigest()[:51]
+        charge = r.json["processor_charge_id"]
+        assert s.sql(f"SELECT processor_key FROM processor_charges "
+                     f"WHERE charge_id = '{charge}'") == expected
+        keys.append(expected)
+    assert keys == sorted(keys)
+
+
+@pytest.mark.skipif(BACKEND != "sqlite", reason="edits the SQLite file directly")
+def test_key_claimed_under_the_hashed_scheme_resumes_with_its_hashed_key(fresh_server):
+    """A key claimed by a release before the time-ordered scheme (processor_key_scheme 1, the
+    column's default) and left in doubt is resumed under the processor key it was given then,
+    so the retry is handed the charge that release made instead of charging again."""
+    s = fresh_server()
+    u = s.create_user()
+    acct = u.create_account()
+    idem = str(uuid.uuid4())
+    body = {"account_id": acct["id"], "amount": 4321, "currency": "USD", "source": "tok_visa"}
+    r = u.post("/v1/payments", body, idem=idem)
+    assert r.status == 201
+    where = f"idem_key = '{idem}'"
+    user_id, fingerprint, generation = (
+        s.sql(f"SELECT {column} FROM idempotency_keys WHERE {where}")
+        for column in ("user_id", "fingerprint", "generation"))
+    hashed = hashlib.sha256(f"{user_id}\n{idem}\n{fingerprint}\n{generation}".encode())
+    # what the older release left: its charge under the hashed key, no payment, the key in doubt
+    s.stop()
+    with sqlite3.connect(s.db) as c:
+        c.execute("DELETE FROM payments")
+        c.execute("UPDATE accounts SET balance = 0")
+        c.execute("INSERT INTO processor_charges (processor_key, charge_id, status, amount, "
+                  "currency, source, created_at) VALUES (?, 'ch_hashed', 'succeeded', 4321, "
+                  "'USD', 'tok_visa', ?)", (hashed.hexdigest(), generation))
+        c.execute("UPDATE idempotency_keys SET state = 'in_doubt', locked_at = 0, "
+                  "processor_key_scheme = 1, response_status = NULL, response_body = NULL, "
+                  "response_event = NULL, response_location = NULL WHERE idem_key = ?", (idem,))
+    s.start()
+    r = u.post("/v1/payments", body, idem=idem)
+    assert r.status == 201, r
+    assert r.json["processor_charge_id"] == "ch_hashed"
+    assert s.sql("SELECT COUNT(*) FROM payments") == 1
+
+
 def wait_until(what, check, timeout=15):
     deadline = time.time() + timeout
     while not check():

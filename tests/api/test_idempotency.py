@@ -67,10 +67,12 @@ def test_an_answer_an_event_holds_is_stored_once(fresh_server, events):
     assert again.header("idempotent-replayed") == "true"
 
 
-def test_answers_keep_their_body_while_an_older_node_is_live(fresh_server):
-    """A node of an older release reads only the stored body, so while one holds a live lease
-    (its lease row does not say answers_by_event) answers keep their bodies; once it is gone
-    they name their events again. Renewals look every 3 s."""
+def test_what_an_older_node_cannot_read_waits_until_it_is_gone(fresh_server):
+    """A node of an older release reads only the stored body, and derives a processor key only
+    by the hashed scheme. So while one holds a live lease (its lease row says neither
+    answers_by_event nor processor_key_schemes) answers keep their bodies and new keys take the
+    hashed scheme; once it is gone answers name their events and keys are time-ordered again.
+    Renewals look every 3 s."""
     server = fresh_server([])
     user = server.create_user("mixed-fleet")
     acct = user.create_account()
@@ -79,21 +81,23 @@ def test_answers_keep_their_body_while_an_older_node_is_live(fresh_server):
         k = key()
         r = user.post("/v1/payments", payment_body(acct), idem=k)
         assert r.status == 201, r
-        return server.sql(f"SELECT COALESCE(response_event, 0) FROM idempotency_keys "
-                          f"WHERE idem_key = '{k}'")
+        return (server.sql(f"SELECT COALESCE(response_event, 0) FROM idempotency_keys "
+                           f"WHERE idem_key = '{k}'") != 0,
+                server.sql(f"SELECT processor_key_scheme FROM idempotency_keys "
+                           f"WHERE idem_key = '{k}'"))
 
-    assert pay_and_look() != 0
+    assert pay_and_look() == (True, 2)
     far = int(time.time() * 1e6) + 3600 * 10**6
     server.execute("INSERT INTO node_leases (node_id, holder, acquired_at, expires_at) "
                    f"VALUES (900, 'serve:older-release', 0, {far})")
     deadline = time.time() + 10
-    while pay_and_look() != 0:
-        assert time.time() < deadline, "answers still name events with an older node live"
+    while (seen := pay_and_look()) != (False, 1):
+        assert time.time() < deadline, f"{seen}: an older node is live"
         time.sleep(0.5)
     server.execute("DELETE FROM node_leases WHERE node_id = 900")
     deadline = time.time() + 10
-    while pay_and_look() == 0:
-        assert time.time() < deadline, "answers kept their bodies after the older node left"
+    while (seen := pay_and_look()) != (True, 2):
+        assert time.time() < deadline, f"{seen}: the older node is gone"
         time.sleep(0.5)
 
 
