@@ -233,8 +233,8 @@ static int claim(db_conn *db, void *arg)
     int64_t user = (int64_t)req->user.id;
     /* a new operation takes the newest scheme the fleet knows; an operation that goes on keeps
      * the scheme it began under, as its charge may already be made under that key */
-    int new_scheme = app_orders_processor_keys(req->app) ? PROCESSOR_KEY_TIME_ORDERED
-                                                         : PROCESSOR_KEY_HASHED;
+    int new_scheme =
+        app_orders_processor_keys(req->app) ? PROCESSOR_KEY_TIME_ORDERED : PROCESSOR_KEY_HASHED;
     db_status rc = db_exec(db,
                            "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
                            "path, request_body, state, claimed_at, locked_at, fence, generation, "
