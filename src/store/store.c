@@ -666,6 +666,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
     s->writer_db = first;
     db_checkpoint_at(first, WAL_CHECKPOINT_PAGES, end_parked_snapshots, s);
     pthread_create(&s->writer, NULL, writer_main, s);
+    pthread_setname_np(s->writer, "db-writer"); /* what `top -H` shows */
     s->writer_started = true;
     return s;
 }
@@ -965,8 +966,10 @@ static void pg_start_writers(store *s)
 {
     s->pg_writer_count = s->writer_pool.max;
     s->pg_writers = calloc((size_t)s->pg_writer_count, sizeof *s->pg_writers);
-    for (int i = 0; i < s->pg_writer_count; i++)
+    for (int i = 0; i < s->pg_writer_count; i++) {
         pthread_create(&s->pg_writers[i], NULL, writer_main, s);
+        pthread_setname_np(s->pg_writers[i], "db-writer");
+    }
 }
 
 static void enqueue(store *s, write_job *job)
