@@ -280,20 +280,50 @@ static void run_with_savepoints(db_conn *db, write_job **jobs, int n)
     }
 }
 
+/* With s->lock held: moves up to max queued jobs into jobs, oldest first; returns how many. */
+static int take_queued(store *s, write_job **jobs, int max)
+{
+    int n = 0;
+    while (s->head && n < max) {
+        jobs[n++] = s->head;
+        s->head = s->head->next;
+    }
+    if (!s->head)
+        s->tail = NULL;
+    s->depth -= n;
+    return n;
+}
+
 /* One batch: BEGIN, the jobs, COMMIT. A single job is the transaction itself: its failure
- * rolls it back and is its answer. */
+ * rolls it back and is its answer. Jobs queued while the batch's own ran join it before the
+ * COMMIT (up to --max-batch): they would otherwise wait for this commit and then their own, and
+ * a payment's three jobs each wait so. */
 static void run_batch(store *s, write_job **jobs, int n)
 {
     db_conn *db = s->writer_db;
     held.count = 0;
     bool ok = db_begin(db) == DB_DONE;
+    bool clean = false;
     if (ok && n == 1) {
         jobs[0]->result = run_job(db, jobs[0]);
         if (jobs[0]->result != 0) {
             db_exec(db, "ROLLBACK", "");
             goto finished;
         }
-    } else if (ok && !run_back_to_back(db, jobs, n)) {
+        clean = true;
+    } else if (ok) {
+        clean = run_back_to_back(db, jobs, n);
+    }
+    while (clean && n < s->opt.max_batch) {
+        pthread_mutex_lock(&s->lock);
+        int joined = take_queued(s, jobs + n, s->opt.max_batch - n);
+        pthread_mutex_unlock(&s->lock);
+        if (!joined)
+            break;
+        clean = run_back_to_back(db, jobs + n, joined);
+        n += joined;
+    }
+    if (ok && !clean) {
         pthread_mutex_lock(&s->lock);
         s->stats.careful_reruns++;
         pthread_mutex_unlock(&s->lock);
@@ -337,14 +367,7 @@ static void *writer_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        int n = 0;
-        while (s->head && n < s->opt.max_batch) {
-            batch[n++] = s->head;
-            s->head = s->head->next;
-        }
-        if (!s->head)
-            s->tail = NULL;
-        s->depth -= n;
+        int n = take_queued(s, batch, s->opt.max_batch);
         pthread_mutex_unlock(&s->lock);
         if (s->kind == DB_POSTGRES)
             pg_run_batch(s, batch, n);

@@ -2,8 +2,10 @@
  * only its own writes, and additions held until the commit (store_add_at_commit) go with the
  * job that made them. */
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -289,6 +291,93 @@ static void test_a_parked_snapshot_does_not_pin_the_wal(void **state)
     temp_db_close(&t);
 }
 
+/* ---- jobs queued while a batch runs join its commit ---- */
+
+typedef struct held_job {
+    sem_t running, go;
+    bool waited; /* the first run waits; a careful rerun does not */
+    int64_t n;
+} held_job;
+
+/* Inserts its row, then (on its first run) waits until the test has queued the next jobs. */
+static int insert_and_hold(db_conn *db, void *arg)
+{
+    held_job *h = arg;
+    char name[32];
+    snprintf(name, sizeof name, "held-%lld", (long long)h->n);
+    if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) != DB_DONE)
+        return -1;
+    if (!h->waited) {
+        h->waited = true;
+        sem_post(&h->running);
+        sem_wait(&h->go);
+    }
+    return 0;
+}
+
+typedef struct submitted {
+    sem_t done;
+    int result;
+} submitted;
+
+static void job_done(int result, db_failure failure, const char *error, void *arg)
+{
+    (void)failure;
+    (void)error;
+    submitted *d = arg;
+    d->result = result;
+    sem_post(&d->done);
+}
+
+static int64_t secrets_named(store *s, const char *name)
+{
+    db_conn *r = store_reader(s);
+    db_stmt *st = db_query(r, "SELECT COUNT(*) FROM secrets WHERE name = $1", "s", name);
+    assert_int_equal(db_step(st), DB_ROW);
+    int64_t n = db_int(st, 0);
+    db_done(st);
+    store_thread_done(s);
+    return n;
+}
+
+/* The first job holds its batch open until two more are queued: both run before its COMMIT, in
+ * the same transaction (one batch of three jobs), and the one that fails (odd n) undoes only its
+ * own writes. */
+static void test_jobs_queued_during_a_batch_join_its_commit(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open(&t);
+    store_stats before, after;
+    store_get_stats(t.s, &before);
+
+    held_job first = {.n = 100};
+    sem_init(&first.running, 0, 0);
+    sem_init(&first.go, 0, 0);
+    submitted d[3];
+    for (int i = 0; i < 3; i++)
+        sem_init(&d[i].done, 0, 0);
+    store_submit(t.s, insert_and_hold, &first, job_done, &d[0]);
+    sem_wait(&first.running);
+    job_arg kept = {.n = 2}, failing = {.n = 3};
+    store_submit(t.s, insert_then_maybe_fail, &kept, job_done, &d[1]);
+    store_submit(t.s, insert_then_maybe_fail, &failing, job_done, &d[2]);
+    sem_post(&first.go);
+    for (int i = 0; i < 3; i++)
+        sem_wait(&d[i].done);
+
+    assert_int_equal(d[0].result, 0);
+    assert_int_equal(d[1].result, 0);
+    assert_int_equal(d[2].result, 1);
+    store_get_stats(t.s, &after);
+    assert_int_equal(after.jobs - before.jobs, 3);
+    assert_int_equal(after.batches - before.batches, 1);
+    assert_int_equal(secrets_named(t.s, "held-100"), 1);
+    assert_int_equal(secrets_named(t.s, "job-2"), 1);
+    assert_int_equal(secrets_named(t.s, "job-3"), 0);
+    temp_db_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_write_result_mapping),
         cmocka_unit_test(test_a_kept_snapshot_never_hides_a_commit),
         cmocka_unit_test(test_a_parked_snapshot_does_not_pin_the_wal),
+        cmocka_unit_test(test_jobs_queued_during_a_batch_join_its_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
