@@ -31,8 +31,11 @@ struct http_exchange {
     char *body;
     size_t body_len, body_cap;
     bool body_too_large;
-    struct MHD_Response *response; /* given, not yet queued */
-    unsigned status;
+    /* the answer given (http_exchange_respond), not yet sent */
+    bool answered;
+    bool close_after; /* answered before the body: the connection closes after it */
+    http_response answer;
+    http_header answer_headers[HTTP_MAX_ANSWER_HEADERS];
 };
 
 static guarded_conn *guard_of(struct MHD_Connection *conn)
@@ -54,8 +57,8 @@ static http_exchange *exchange_new(http_server *s, struct MHD_Connection *conn)
 
 static void exchange_free(http_exchange *ex)
 {
-    if (ex->response)
-        MHD_destroy_response(ex->response);
+    if (ex->answered)
+        free(ex->answer.body);
     free(ex->body);
     free(ex);
 }
@@ -168,15 +171,15 @@ int http_exchange_library_status(http_exchange *ex)
 
 void http_exchange_respond(http_exchange *ex, const http_response *r)
 {
-    struct MHD_Response *resp =
-        r->body ? MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE)
-                : MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
-    for (size_t i = 0; i < r->header_count; i++)
-        MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
-    if (ex->response)
-        MHD_destroy_response(ex->response);
-    ex->response = resp;
-    ex->status = (unsigned)r->status;
+    if (ex->answered)
+        free(ex->answer.body);
+    size_t n =
+        r->header_count < HTTP_MAX_ANSWER_HEADERS ? r->header_count : HTTP_MAX_ANSWER_HEADERS;
+    memcpy(ex->answer_headers, r->headers, n * sizeof *r->headers);
+    ex->answer = *r;
+    ex->answer.headers = ex->answer_headers;
+    ex->answer.header_count = n;
+    ex->answered = true;
 }
 
 void http_exchange_suspend(http_exchange *ex)
@@ -189,14 +192,23 @@ void http_exchange_resume(http_exchange *ex)
     MHD_resume_connection(ex->conn);
 }
 
-/* Queues the answer given: the access handler's result. */
+/* Makes the library's response of the answer given and queues it: the access handler's
+ * result. On the connection's thread. */
 static enum MHD_Result send_answer(http_exchange *ex)
 {
-    if (!ex->response)
+    if (!ex->answered)
         return MHD_NO;
-    enum MHD_Result rc = MHD_queue_response(ex->conn, ex->status, ex->response);
-    MHD_destroy_response(ex->response);
-    ex->response = NULL;
+    const http_response *r = &ex->answer;
+    struct MHD_Response *resp =
+        r->body ? MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE)
+                : MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    ex->answered = false; /* the body is the library's now */
+    for (size_t i = 0; i < r->header_count; i++)
+        MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
+    if (ex->close_after)
+        MHD_add_response_header(resp, "Connection", "close");
+    enum MHD_Result rc = MHD_queue_response(ex->conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
     return rc;
 }
 
@@ -237,11 +249,11 @@ static enum MHD_Result on_headers(http_exchange *ex, const char *url, const char
                       .query_dropped = ex->query_dropped,
                       .over_limit = conn_guard_over_limit(ex->guard)};
     s->h.headers(ex->req, ex, &head);
-    if (!ex->response)
+    if (!ex->answered)
         return MHD_YES;
     /* an answer before the body: the bytes after the headers are never read */
     conn_guard_body_done(ex->guard);
-    MHD_add_response_header(ex->response, "Connection", "close");
+    ex->close_after = true;
     return send_answer(ex);
 }
 

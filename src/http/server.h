@@ -87,8 +87,13 @@ bool http_exchange_timed_out(http_exchange *ex);
 /* The status the library sent itself (a request it refused), or 0. */
 int http_exchange_library_status(http_exchange *ex);
 
-/* The answer: status, body (malloc'd, taken; NULL: none) and headers (copied). Any thread
- * serving the request may give it; it is sent when the exchange is next served. */
+/* The answer: status, body (malloc'd, taken; NULL: none) and up to HTTP_MAX_ANSWER_HEADERS
+ * headers (the array is copied; its strings must live until the exchange completes). Any thread
+ * serving the request may give it; the library's response is made from it when the exchange is
+ * next served, on the connection's own thread, which also frees it: a writer thread that made
+ * it had its memory freed by another thread, and that thread waited on the writer's malloc
+ * arena (a third of the HTTP threads' sleeps under fresh-key payments). */
+#define HTTP_MAX_ANSWER_HEADERS 24
 typedef struct http_response {
     int status;
     char *body;

@@ -169,6 +169,7 @@ static void answer(request *req)
 {
     if (!req->status)
         reply_error(req, ERR_INTERNAL, "the handler gave no answer");
+    _Static_assert(MAX_RESP_HEADERS + 2 <= HTTP_MAX_ANSWER_HEADERS, "the HTTP layer keeps them");
     http_header headers[MAX_RESP_HEADERS + 2];
     size_t n = 0;
     if ((req->resp_len || req->status >= 400) && !response_header(req, "Content-Type")) {
