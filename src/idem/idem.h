@@ -29,9 +29,9 @@ typedef struct idem_claim {
                          * re-claims after a release, new when an expired key is claimed anew */
     int processor_key_scheme; /* how processor_key is derived: PROCESSOR_KEY_* */
     char processor_key[65];   /* the operation's key at the processor (derive_processor_key) */
-    bool resumed;           /* a retry (or the recoverer) took over a key someone else held */
-    bool claim_in_write;    /* not claimed yet: the handler's write job claims it first
-                             * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */
+    bool resumed;             /* a retry (or the recoverer) took over a key someone else held */
+    bool claim_in_write;      /* not claimed yet: the handler's write job claims it first
+                               * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */
 } idem_claim;
 
 typedef enum {

@@ -29,12 +29,18 @@ typedef struct job_arg {
 
 /* Inserts a secret row and adds n to one of the accounts' balances at commit; odd jobs then
  * fail after writing, so their row and their addition must vanish. */
+/* A row named prefix-n in secrets, the table these jobs write. */
+static bool insert_secret(db_conn *db, const char *prefix, int64_t n)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s-%lld", prefix, (long long)n);
+    return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) == DB_DONE;
+}
+
 static int insert_then_maybe_fail(db_conn *db, void *arg)
 {
     job_arg *a = arg;
-    char name[32];
-    snprintf(name, sizeof name, "job-%lld", (long long)a->n);
-    if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) != DB_DONE)
+    if (!insert_secret(db, "job", a->n))
         return -1;
     store_add add = {.sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
                             "updated_at = $4 WHERE id = $1",
@@ -303,9 +309,7 @@ typedef struct held_job {
 static int insert_and_hold(db_conn *db, void *arg)
 {
     held_job *h = arg;
-    char name[32];
-    snprintf(name, sizeof name, "held-%lld", (long long)h->n);
-    if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) != DB_DONE)
+    if (!insert_secret(db, "held", h->n))
         return -1;
     if (!h->waited) {
         h->waited = true;
