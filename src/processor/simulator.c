@@ -46,6 +46,8 @@ static uint64_t next_random(void)
     static _Thread_local bool seeded;
     if (!seeded) {
         RAND_bytes((unsigned char *)&state, sizeof state);
+        /* never one sequence for two threads, even if the system's generator failed */
+        state ^= (uint64_t)now_us() ^ (uint64_t)(uintptr_t)&state;
         seeded = true;
     }
     uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
