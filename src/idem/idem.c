@@ -151,13 +151,12 @@ static void derive_processor_key(request *req)
                      (unsigned long long)req->user.id, c->key, c->fingerprint,
                      (long long)c->generation);
     sha256_hex(material, (size_t)n, digest);
-    if (c->processor_key_scheme != PROCESSOR_KEY_TIME_ORDERED || c->generation < 0) {
+    if (c->generation >= 0 && c->processor_key_scheme == PROCESSOR_KEY_TIME_ORDERED)
+        /* 13 hex digits hold µs since 1970 until the year 2112 */
+        snprintf(c->processor_key, sizeof c->processor_key, "%013llx%.51s",
+                 (unsigned long long)c->generation & 0xFFFFFFFFFFFFFULL, digest);
+    else
         memcpy(c->processor_key, digest, sizeof digest);
-        return;
-    }
-    /* 13 hex digits hold µs since 1970 until the year 2112 */
-    snprintf(c->processor_key, sizeof c->processor_key, "%013llx%.51s",
-             (unsigned long long)c->generation & 0xFFFFFFFFFFFFFULL, digest);
 }
 
 /* ---- precheck: HTTP thread, one indexed read ---- */

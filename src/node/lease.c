@@ -81,9 +81,9 @@ static int take_id(db_conn *db, lease_job *j, int id)
         return rc;
     if (db_changes(db) != 1) {
         rc = db_exec(db,
-                     "UPDATE node_leases SET holder = $2, acquired_at = $3, expires_at = "
-                     "$4, " LEASE_CAPABILITIES
-                     " WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
+                     "UPDATE node_leases SET " LEASE_CAPABILITIES ", holder = $2, "
+                     "acquired_at = $3, expires_at = $4 "
+                     "WHERE node_id = $1 AND (expires_at < $3 OR holder = $2 OR "
                      "($5 = 1 AND holder LIKE 'serve:%'))",
                      "isiii", (int64_t)id, l->holder, j->now, j->now + LEASE_TTL_MS * 1000,
                      (int64_t)l->sole_serve);
