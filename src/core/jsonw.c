@@ -23,7 +23,7 @@ static void reserve(jsonw *w, size_t more)
 {
     if (w->len + more + 1 <= w->cap)
         return;
-    size_t cap = w->cap ? w->cap : 1024;
+    size_t cap = w->cap ? w->cap : 4096; /* a list page of 20 payments is ~9 KiB */
     while (cap < w->len + more + 1)
         cap *= 2;
     char *grown = realloc(w->buf, cap);
@@ -116,10 +116,9 @@ void jw_array_end(jsonw *w)
     close_nested(w, ']');
 }
 
-void jw_key(jsonw *w, const char *key)
+void jw_key_n(jsonw *w, const char *key, size_t n)
 {
     separate(w);
-    size_t n = strlen(key);
     reserve(w, n + 3);
     w->buf[w->len++] = '"';
     memcpy(w->buf + w->len, key, n);
@@ -128,6 +127,18 @@ void jw_key(jsonw *w, const char *key)
     w->buf[w->len++] = ':';
     w->buf[w->len] = '\0';
     w->after_key = true;
+}
+
+/* Copies a text known to need no escaping (an id, a time) as a JSON string; the caller has
+ * placed the separator. */
+static void put_quoted(jsonw *w, const char *s, size_t n)
+{
+    reserve(w, n + 2);
+    w->buf[w->len++] = '"';
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len++] = '"';
+    w->buf[w->len] = '\0';
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates),
@@ -247,34 +258,36 @@ void jw_raw(jsonw *w, const char *json, const char *fallback)
     put(w, text, strlen(text));
 }
 
-void jw_member_string(jsonw *w, const char *key, const char *s)
+void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s)
 {
-    jw_key(w, key);
+    jw_key_n(w, key, key_len);
     jw_string(w, s);
 }
 
-void jw_member_int(jsonw *w, const char *key, int64_t v)
+void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v)
 {
-    jw_key(w, key);
+    jw_key_n(w, key, key_len);
     jw_int(w, v);
 }
 
-void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id)
+void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefix, uint64_t id)
 {
-    char text[ID_STR_MAX];
-    jw_key(w, key);
-    if (id) {
-        id_format(id, prefix, text);
-        jw_string(w, text);
-    } else {
+    jw_key_n(w, key, key_len);
+    if (!id) {
         jw_null(w);
+        return;
     }
+    char text[ID_STR_MAX];
+    id_format(id, prefix, text);
+    separate(w); /* the value after its key: no comma */
+    put_quoted(w, text, strlen(text));
 }
 
-void jw_member_time(jsonw *w, const char *key, int64_t unix_us)
+void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us)
 {
     char text[RFC3339_STR_MAX];
     format_rfc3339_ms(unix_us, text);
-    jw_key(w, key);
-    jw_string(w, text);
+    jw_key_n(w, key, key_len);
+    separate(w); /* the value after its key: no comma */
+    put_quoted(w, text, strlen(text));
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define JSONW_MAX_DEPTH 16
 
@@ -29,7 +30,13 @@ void jw_object_end(jsonw *w);
 void jw_object_reopen(jsonw *w);
 void jw_array_begin(jsonw *w);
 void jw_array_end(jsonw *w);
-void jw_key(jsonw *w, const char *key); /* key must need no escaping */
+/* Keys must need no escaping. The functions taking a key are inline wrappers that pass its
+ * length, so a literal key (every key payd writes) costs no strlen per row. */
+void jw_key_n(jsonw *w, const char *key, size_t key_len);
+static inline void jw_key(jsonw *w, const char *key)
+{
+    jw_key_n(w, key, strlen(key));
+}
 
 void jw_string(jsonw *w, const char *s); /* NULL writes null */
 void jw_int(jsonw *w, int64_t v);
@@ -41,11 +48,29 @@ void jw_end_line(jsonw *w);
 void jw_raw(jsonw *w, const char *json, const char *fallback);
 
 /* Object members as payd's contract writes them, for the writers of resource rows. */
-void jw_member_string(jsonw *w, const char *key, const char *s); /* NULL writes null */
-void jw_member_int(jsonw *w, const char *key, int64_t v);
+void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s);
+void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v);
+void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefix, uint64_t id);
+void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us);
+
+/* s NULL writes null */
+static inline void jw_member_string(jsonw *w, const char *key, const char *s)
+{
+    jw_member_string_n(w, key, strlen(key), s);
+}
+static inline void jw_member_int(jsonw *w, const char *key, int64_t v)
+{
+    jw_member_int_n(w, key, strlen(key), v);
+}
 /* An id as "<prefix>_<13 chars>"; 0 (no id) writes null. */
-void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id);
+static inline void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id)
+{
+    jw_member_id_n(w, key, strlen(key), prefix, id);
+}
 /* A time (µs) in RFC 3339 with milliseconds. */
-void jw_member_time(jsonw *w, const char *key, int64_t unix_us);
+static inline void jw_member_time(jsonw *w, const char *key, int64_t unix_us)
+{
+    jw_member_time_n(w, key, strlen(key), unix_us);
+}
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,35 @@ static void test_invalid_utf8_is_replaced(void **state)
     free(text);
 }
 
+/* The members of a resource row: ids and times are written without the escaping pass, so the
+ * exact text is checked, commas and nulls included. */
+static void test_members_write_ids_times_and_nulls(void **state)
+{
+    jsonw w;
+    jw_init(&w);
+    jw_array_begin(&w);
+    for (int i = 0; i < 2; i++) {
+        jw_object_begin(&w);
+        jw_member_id(&w, "id", "pay", 1);
+        jw_member_id(&w, "order_id", "ord", 0);
+        jw_member_time(&w, "created_at", 1700000000123456);
+        jw_member_int(&w, "amount", -5);
+        jw_member_string(&w, "description", NULL);
+        jw_member_string(&w, "currency", "USD");
+        jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    char *text = jw_take(&w, NULL);
+    const char *one = "{\"id\":\"pay_0000000000001\",\"order_id\":null,"
+                      "\"created_at\":\"2023-11-14T22:13:20.123Z\",\"amount\":-5,"
+                      "\"description\":null,\"currency\":\"USD\"}";
+    char want[512];
+    snprintf(want, sizeof want, "[%s,%s]", one, one);
+    assert_string_equal(text, want);
+    free(text);
+    (void)state;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_strings_are_escaped),
         cmocka_unit_test(test_empty_containers_and_reuse),
         cmocka_unit_test(test_invalid_utf8_is_replaced),
+        cmocka_unit_test(test_members_write_ids_times_and_nulls),
         cmocka_unit_test(test_reopened_object_takes_more_members),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
