@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/wal_coalesce.h"
+
 #define MAX_PARAMS      16
 #define STMT_CACHE_SIZE 256 /* power of two */
 
@@ -185,7 +187,9 @@ static db_conn *lite_open(const char *path, bool read_only, char *err, size_t er
     c->kind = DB_SQLITE;
     int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                 SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path, &c->lite, flags, NULL) != SQLITE_OK) {
+    /* a connection that writes gathers each transaction's WAL frames into one write */
+    const char *vfs = read_only ? NULL : wal_coalesce_vfs();
+    if (sqlite3_open_v2(path, &c->lite, flags, vfs) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(c->lite));
         db_close(c);
         return NULL;
