@@ -12,17 +12,35 @@
 #define BUFFER_BYTES (124 * 1024)
 #define FRAME_HEADER 24 /* a WAL frame's header; bytes 4-7: db size if it commits */
 
+#define WAL_WRITE_LOCK 0 /* the shared-memory lock slot of the WAL's one writer */
+
+typedef struct db_file db_file;
+
 typedef struct wal_file {
     sqlite3_file base;   /* pMethods: wal_methods */
     sqlite3_file *under; /* the default VFS's file, in the memory right after this struct */
+    db_file *db;         /* the database file of the same connection */
     unsigned char *buf;
     sqlite3_int64 buf_offset; /* the file offset of buf[0] */
     int buf_len;
     bool commit_next; /* the last write was a commit frame's header: flush after its page */
 } wal_file;
 
+/* A database file, wrapped only to see its connection give up the WAL's write lock: whatever
+ * the WAL buffer still holds then belongs to a transaction that rolled back, and must never
+ * reach the file, where another connection may write next. */
+struct db_file {
+    sqlite3_file base;     /* pMethods: db_methods */
+    sqlite3_file *under;   /* the default VFS's file, in the memory right after this struct */
+    sqlite3_filename name; /* the pager's own pointer: its WAL's name leads back to it */
+    wal_file *wal;
+    db_file *next; /* in the list of open database files */
+};
+
 static sqlite3_vfs *under_vfs;
 static sqlite3_vfs coalesce_vfs;
+static pthread_mutex_t open_files_lock = PTHREAD_MUTEX_INITIALIZER;
+static db_file *open_files;
 
 static int flush(wal_file *f)
 {
@@ -36,6 +54,8 @@ static int flush(wal_file *f)
 static int wal_write(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset)
 {
     wal_file *f = (wal_file *)file;
+    if (!f->buf)
+        return f->under->pMethods->xWrite(f->under, data, amount, offset);
     bool commit_header =
         amount == FRAME_HEADER && memcmp((const unsigned char *)data + 4, "\0\0\0\0", 4) != 0;
     bool follows = f->buf_len && offset == f->buf_offset + f->buf_len;
@@ -95,14 +115,18 @@ static int wal_file_control(sqlite3_file *file, int op, void *arg)
     return rc != SQLITE_OK ? rc : f->under->pMethods->xFileControl(f->under, op, arg);
 }
 
+/* Whatever is buffered at close never committed (a commit is written out at its frame). */
 static int wal_close(sqlite3_file *file)
 {
     wal_file *f = (wal_file *)file;
-    int rc = flush(f);
-    int closed = f->under->pMethods->xClose(f->under);
+    pthread_mutex_lock(&open_files_lock);
+    if (f->db)
+        f->db->wal = NULL;
+    pthread_mutex_unlock(&open_files_lock);
+    int rc = f->under->pMethods->xClose(f->under);
     free(f->buf);
     f->buf = NULL;
-    return rc != SQLITE_OK ? rc : closed;
+    return rc;
 }
 
 static int wal_lock(sqlite3_file *file, int level)
@@ -152,12 +176,145 @@ static const sqlite3_io_methods wal_methods = {
     .xDeviceCharacteristics = wal_device_characteristics,
 };
 
-static int coalesce_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags,
-                         int *out_flags)
+/* ---- the database file: every method the default one's, the write lock watched ---- */
+
+#define UNDER(file) (((db_file *)(file))->under)
+
+static int db_close(sqlite3_file *file)
 {
-    (void)vfs;
-    if (!(flags & SQLITE_OPEN_WAL)) /* the default VFS's file, in place, unwrapped */
-        return under_vfs->xOpen(under_vfs, name, file, flags, out_flags);
+    db_file *d = (db_file *)file;
+    pthread_mutex_lock(&open_files_lock);
+    for (db_file **p = &open_files; *p; p = &(*p)->next) {
+        if (*p == d) {
+            *p = d->next;
+            break;
+        }
+    }
+    if (d->wal)
+        d->wal->db = NULL;
+    pthread_mutex_unlock(&open_files_lock);
+    return d->under->pMethods->xClose(d->under);
+}
+static int db_read(sqlite3_file *file, void *data, int amount, sqlite3_int64 offset)
+{
+    return UNDER(file)->pMethods->xRead(UNDER(file), data, amount, offset);
+}
+static int db_write(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset)
+{
+    return UNDER(file)->pMethods->xWrite(UNDER(file), data, amount, offset);
+}
+static int db_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    return UNDER(file)->pMethods->xTruncate(UNDER(file), size);
+}
+static int db_sync(sqlite3_file *file, int flags)
+{
+    return UNDER(file)->pMethods->xSync(UNDER(file), flags);
+}
+static int db_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    return UNDER(file)->pMethods->xFileSize(UNDER(file), size);
+}
+static int db_lock(sqlite3_file *file, int level)
+{
+    return UNDER(file)->pMethods->xLock(UNDER(file), level);
+}
+static int db_unlock(sqlite3_file *file, int level)
+{
+    return UNDER(file)->pMethods->xUnlock(UNDER(file), level);
+}
+static int db_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    return UNDER(file)->pMethods->xCheckReservedLock(UNDER(file), out);
+}
+static int db_file_control(sqlite3_file *file, int op, void *arg)
+{
+    return UNDER(file)->pMethods->xFileControl(UNDER(file), op, arg);
+}
+static int db_sector_size(sqlite3_file *file)
+{
+    return UNDER(file)->pMethods->xSectorSize(UNDER(file));
+}
+static int db_device_characteristics(sqlite3_file *file)
+{
+    return UNDER(file)->pMethods->xDeviceCharacteristics(UNDER(file));
+}
+static int db_shm_map(sqlite3_file *file, int region, int size, int extend, void volatile **out)
+{
+    return UNDER(file)->pMethods->xShmMap(UNDER(file), region, size, extend, out);
+}
+static int db_shm_lock(sqlite3_file *file, int offset, int n, int flags)
+{
+    db_file *d = (db_file *)file;
+    bool gives_up_writing = (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) &&
+                            offset <= WAL_WRITE_LOCK && offset + n > WAL_WRITE_LOCK;
+    if (gives_up_writing && d->wal)
+        d->wal->buf_len = 0; /* frames of a transaction that rolled back */
+    return d->under->pMethods->xShmLock(d->under, offset, n, flags);
+}
+static void db_shm_barrier(sqlite3_file *file)
+{
+    UNDER(file)->pMethods->xShmBarrier(UNDER(file));
+}
+static int db_shm_unmap(sqlite3_file *file, int delete_flag)
+{
+    return UNDER(file)->pMethods->xShmUnmap(UNDER(file), delete_flag);
+}
+static int db_fetch(sqlite3_file *file, sqlite3_int64 offset, int amount, void **out)
+{
+    return UNDER(file)->pMethods->xFetch(UNDER(file), offset, amount, out);
+}
+static int db_unfetch(sqlite3_file *file, sqlite3_int64 offset, void *page)
+{
+    return UNDER(file)->pMethods->xUnfetch(UNDER(file), offset, page);
+}
+
+/* Version 3, as the default VFS's (register_once checks). */
+static const sqlite3_io_methods db_methods = {
+    .iVersion = 3,
+    .xClose = db_close,
+    .xRead = db_read,
+    .xWrite = db_write,
+    .xTruncate = db_truncate,
+    .xSync = db_sync,
+    .xFileSize = db_file_size,
+    .xLock = db_lock,
+    .xUnlock = db_unlock,
+    .xCheckReservedLock = db_check_reserved_lock,
+    .xFileControl = db_file_control,
+    .xSectorSize = db_sector_size,
+    .xDeviceCharacteristics = db_device_characteristics,
+    .xShmMap = db_shm_map,
+    .xShmLock = db_shm_lock,
+    .xShmBarrier = db_shm_barrier,
+    .xShmUnmap = db_shm_unmap,
+    .xFetch = db_fetch,
+    .xUnfetch = db_unfetch,
+};
+
+static int open_db_file(sqlite3_filename name, sqlite3_file *file, int flags, int *out_flags)
+{
+    db_file *d = (db_file *)file;
+    memset(d, 0, sizeof *d);
+    d->under = (sqlite3_file *)(d + 1);
+    d->name = name;
+    int rc = under_vfs->xOpen(under_vfs, name, d->under, flags, out_flags);
+    if (rc != SQLITE_OK)
+        return rc; /* pMethods stays NULL: SQLite calls no xClose */
+    if (d->under->pMethods->iVersion < 3) {
+        d->under->pMethods->xClose(d->under);
+        return SQLITE_CANTOPEN;
+    }
+    d->base.pMethods = &db_methods;
+    pthread_mutex_lock(&open_files_lock);
+    d->next = open_files;
+    open_files = d;
+    pthread_mutex_unlock(&open_files_lock);
+    return SQLITE_OK;
+}
+
+static int open_wal_file(sqlite3_filename name, sqlite3_file *file, int flags, int *out_flags)
+{
     wal_file *f = (wal_file *)file;
     memset(f, 0, sizeof *f);
     f->under = (sqlite3_file *)(f + 1);
@@ -168,10 +325,37 @@ static int coalesce_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *
     if (rc != SQLITE_OK) {
         free(f->buf);
         f->buf = NULL;
-        return rc; /* pMethods stays NULL: SQLite calls no xClose */
+        return rc;
+    }
+    /* SQLite names a WAL inside its pager's own copy of the database's name, and gives that
+     * same pointer back: the database file this connection opened first. */
+    sqlite3_filename database = sqlite3_filename_database(name);
+    pthread_mutex_lock(&open_files_lock);
+    for (db_file *d = open_files; d; d = d->next) {
+        if (d->name == database && !d->wal) {
+            d->wal = f;
+            f->db = d;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&open_files_lock);
+    if (!f->db) { /* no way to see a rollback: this WAL is written through, unbuffered */
+        free(f->buf);
+        f->buf = NULL;
     }
     f->base.pMethods = &wal_methods;
     return SQLITE_OK;
+}
+
+static int coalesce_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags,
+                         int *out_flags)
+{
+    (void)vfs;
+    if (flags & SQLITE_OPEN_MAIN_DB)
+        return open_db_file(name, file, flags, out_flags);
+    if (flags & SQLITE_OPEN_WAL)
+        return open_wal_file(name, file, flags, out_flags);
+    return under_vfs->xOpen(under_vfs, name, file, flags, out_flags); /* in place, unwrapped */
 }
 
 /* The rest of the VFS is the default one's. */
@@ -243,9 +427,10 @@ static void register_once(void)
         under_vfs = NULL;
         return;
     }
+    size_t wrapper = sizeof(wal_file) > sizeof(db_file) ? sizeof(wal_file) : sizeof(db_file);
     coalesce_vfs = (sqlite3_vfs){
         .iVersion = 2,
-        .szOsFile = (int)sizeof(wal_file) + under_vfs->szOsFile,
+        .szOsFile = (int)wrapper + under_vfs->szOsFile,
         .mxPathname = under_vfs->mxPathname,
         .zName = VFS_NAME,
         .xOpen = coalesce_open,

@@ -157,6 +157,42 @@ static void test_a_killed_writer_leaves_what_it_committed(void **state)
     sqlite3_close(r);
 }
 
+/* A transaction that spilled frames and rolled back leaves nothing buffered: another
+ * connection commits where those frames were, and this connection's next commit must not write
+ * them back over it. */
+static void test_a_rolled_back_transaction_leaves_nothing_behind(void **state)
+{
+    fixture *f = *state;
+    const char *pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                          "PRAGMA cache_size=10"; /* spill: frames of an open transaction */
+    sqlite3 *a = open_db(f->path, wal_coalesce_vfs(), pragmas);
+    exec(a, "CREATE TABLE t (id INTEGER PRIMARY KEY, tx INTEGER, body BLOB)");
+    sqlite3 *b = open_db(f->path, wal_coalesce_vfs(), pragmas);
+    for (int round = 0; round < 3; round++) {
+        exec(a, "BEGIN");
+        insert_rows(a, 60); /* 60 KB: spilled, and some of it still in the buffer */
+        exec(a, "ROLLBACK");
+        exec(b, "BEGIN");
+        insert_rows(b, 7);
+        exec(b, "COMMIT");
+        exec(a, "BEGIN");
+        insert_rows(a, 5);
+        exec(a, "COMMIT");
+    }
+    sqlite3 *r = open_db(f->path, NULL, "PRAGMA query_only=1");
+    assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 7"), 21);
+    assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 5"), 15);
+    assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 60"), 0);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(r, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(r);
+    sqlite3_close(a);
+    sqlite3_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +200,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commits_reach_the_file_without_a_sync, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_killed_writer_leaves_what_it_committed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_rolled_back_transaction_leaves_nothing_behind, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
