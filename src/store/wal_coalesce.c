@@ -248,8 +248,10 @@ static int db_shm_lock(sqlite3_file *file, int offset, int n, int flags)
     db_file *d = (db_file *)file;
     bool gives_up_writing = (flags & SQLITE_SHM_UNLOCK) && (flags & SQLITE_SHM_EXCLUSIVE) &&
                             offset <= WAL_WRITE_LOCK && offset + n > WAL_WRITE_LOCK;
-    if (gives_up_writing && d->wal)
-        d->wal->buf_len = 0; /* frames of a transaction that rolled back */
+    if (gives_up_writing && d->wal) { /* frames of a transaction that rolled back */
+        d->wal->buf_len = 0;
+        d->wal->commit_next = false;
+    }
     return d->under->pMethods->xShmLock(d->under, offset, n, flags);
 }
 static void db_shm_barrier(sqlite3_file *file)
