@@ -511,7 +511,7 @@ def cmd_render(results_path, out_path):
     w("*× nginx beside* is the row's req/s divided by the req/s of nginx answering a static 200 "
       "(`return 200`, 2 workers, keep-alive, no access log) under the same wrk load and "
       "duration, run right before each of the row's own runs and kept the same way (its fastest "
-      "undisturbed run, in brackets); the pipeline issue's targets are judged on it. *× nginx "
+      "undisturbed run, its req/s in parentheses); the pipeline issue's targets are judged on it. *× nginx "
       "at start* divides by the first row instead, nginx measured alone at the start of the run "
       "(10 s): the same yardstick minutes away from the row, shown for comparison. For nginx, "
       "*CPU/req*, *switches/req* and *peak RSS* are summed over its master and workers. The "

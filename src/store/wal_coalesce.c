@@ -14,12 +14,19 @@
 
 #define WAL_WRITE_LOCK 0 /* the shared-memory lock slot of the WAL's one writer */
 
+/* Both wrappers begin so: the default VFS's file lives in the memory right after them. */
+typedef struct wrapped_file {
+    sqlite3_file base; /* pMethods: ours */
+    sqlite3_file *under;
+} wrapped_file;
+
+#define UNDER(file) (((wrapped_file *)(file))->under)
+
 typedef struct db_file db_file;
 
 typedef struct wal_file {
-    sqlite3_file base;   /* pMethods: wal_methods */
-    sqlite3_file *under; /* the default VFS's file, in the memory right after this struct */
-    db_file *db;         /* the database file of the same connection */
+    wrapped_file w; /* pMethods: wal_methods */
+    db_file *db;    /* the database file of the same connection */
     unsigned char *buf;
     sqlite3_int64 buf_offset; /* the file offset of buf[0] */
     int buf_len;
@@ -30,8 +37,7 @@ typedef struct wal_file {
  * the WAL buffer still holds then belongs to a transaction that rolled back, and must never
  * reach the file, where another connection may write next. */
 struct db_file {
-    sqlite3_file base;     /* pMethods: db_methods */
-    sqlite3_file *under;   /* the default VFS's file, in the memory right after this struct */
+    wrapped_file w;        /* pMethods: db_methods */
     sqlite3_filename name; /* the pager's own pointer: its WAL's name leads back to it */
     wal_file *wal;
     db_file *next; /* in the list of open database files */
@@ -42,11 +48,80 @@ static sqlite3_vfs coalesce_vfs;
 static pthread_mutex_t open_files_lock = PTHREAD_MUTEX_INITIALIZER;
 static db_file *open_files;
 
+/* ---- the default VFS's methods, for what neither wrapper changes ---- */
+
+static int pass_read(sqlite3_file *file, void *data, int amount, sqlite3_int64 offset)
+{
+    return UNDER(file)->pMethods->xRead(UNDER(file), data, amount, offset);
+}
+static int pass_write(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset)
+{
+    return UNDER(file)->pMethods->xWrite(UNDER(file), data, amount, offset);
+}
+static int pass_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    return UNDER(file)->pMethods->xTruncate(UNDER(file), size);
+}
+static int pass_sync(sqlite3_file *file, int flags)
+{
+    return UNDER(file)->pMethods->xSync(UNDER(file), flags);
+}
+static int pass_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    return UNDER(file)->pMethods->xFileSize(UNDER(file), size);
+}
+static int pass_lock(sqlite3_file *file, int level)
+{
+    return UNDER(file)->pMethods->xLock(UNDER(file), level);
+}
+static int pass_unlock(sqlite3_file *file, int level)
+{
+    return UNDER(file)->pMethods->xUnlock(UNDER(file), level);
+}
+static int pass_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    return UNDER(file)->pMethods->xCheckReservedLock(UNDER(file), out);
+}
+static int pass_file_control(sqlite3_file *file, int op, void *arg)
+{
+    return UNDER(file)->pMethods->xFileControl(UNDER(file), op, arg);
+}
+static int pass_sector_size(sqlite3_file *file)
+{
+    return UNDER(file)->pMethods->xSectorSize(UNDER(file));
+}
+static int pass_device_characteristics(sqlite3_file *file)
+{
+    return UNDER(file)->pMethods->xDeviceCharacteristics(UNDER(file));
+}
+static int pass_shm_map(sqlite3_file *file, int region, int size, int extend, void volatile **out)
+{
+    return UNDER(file)->pMethods->xShmMap(UNDER(file), region, size, extend, out);
+}
+static void pass_shm_barrier(sqlite3_file *file)
+{
+    UNDER(file)->pMethods->xShmBarrier(UNDER(file));
+}
+static int pass_shm_unmap(sqlite3_file *file, int delete_flag)
+{
+    return UNDER(file)->pMethods->xShmUnmap(UNDER(file), delete_flag);
+}
+static int pass_fetch(sqlite3_file *file, sqlite3_int64 offset, int amount, void **out)
+{
+    return UNDER(file)->pMethods->xFetch(UNDER(file), offset, amount, out);
+}
+static int pass_unfetch(sqlite3_file *file, sqlite3_int64 offset, void *page)
+{
+    return UNDER(file)->pMethods->xUnfetch(UNDER(file), offset, page);
+}
+
+/* ---- the WAL: writes gathered until the commit frame ---- */
+
 static int flush(wal_file *f)
 {
     if (!f->buf_len)
         return SQLITE_OK;
-    int rc = f->under->pMethods->xWrite(f->under, f->buf, f->buf_len, f->buf_offset);
+    int rc = f->w.under->pMethods->xWrite(f->w.under, f->buf, f->buf_len, f->buf_offset);
     f->buf_len = 0; /* on failure too: SQLite fails the transaction, which never commits */
     return rc;
 }
@@ -55,7 +130,7 @@ static int wal_write(sqlite3_file *file, const void *data, int amount, sqlite3_i
 {
     wal_file *f = (wal_file *)file;
     if (!f->buf)
-        return f->under->pMethods->xWrite(f->under, data, amount, offset);
+        return f->w.under->pMethods->xWrite(f->w.under, data, amount, offset);
     bool commit_header =
         amount == FRAME_HEADER && memcmp((const unsigned char *)data + 4, "\0\0\0\0", 4) != 0;
     bool follows = f->buf_len && offset == f->buf_offset + f->buf_len;
@@ -63,7 +138,7 @@ static int wal_write(sqlite3_file *file, const void *data, int amount, sqlite3_i
     if (!follows || f->buf_len + amount > BUFFER_BYTES)
         rc = flush(f); /* not the next bytes (a frame rewritten in place), or no room */
     if (rc == SQLITE_OK && amount > BUFFER_BYTES) {
-        rc = f->under->pMethods->xWrite(f->under, data, amount, offset);
+        rc = f->w.under->pMethods->xWrite(f->w.under, data, amount, offset);
     } else if (rc == SQLITE_OK) {
         if (!f->buf_len)
             f->buf_offset = offset;
@@ -84,35 +159,35 @@ static int wal_read(sqlite3_file *file, void *data, int amount, sqlite3_int64 of
     bool overlaps =
         f->buf_len && offset < f->buf_offset + f->buf_len && offset + amount > f->buf_offset;
     int rc = overlaps ? flush(f) : SQLITE_OK;
-    return rc != SQLITE_OK ? rc : f->under->pMethods->xRead(f->under, data, amount, offset);
+    return rc != SQLITE_OK ? rc : pass_read(file, data, amount, offset);
 }
 
 static int wal_truncate(sqlite3_file *file, sqlite3_int64 size)
 {
     wal_file *f = (wal_file *)file;
     int rc = flush(f);
-    return rc != SQLITE_OK ? rc : f->under->pMethods->xTruncate(f->under, size);
+    return rc != SQLITE_OK ? rc : pass_truncate(file, size);
 }
 
 static int wal_sync(sqlite3_file *file, int flags)
 {
     wal_file *f = (wal_file *)file;
     int rc = flush(f);
-    return rc != SQLITE_OK ? rc : f->under->pMethods->xSync(f->under, flags);
+    return rc != SQLITE_OK ? rc : pass_sync(file, flags);
 }
 
 static int wal_file_size(sqlite3_file *file, sqlite3_int64 *size)
 {
     wal_file *f = (wal_file *)file;
     int rc = flush(f);
-    return rc != SQLITE_OK ? rc : f->under->pMethods->xFileSize(f->under, size);
+    return rc != SQLITE_OK ? rc : pass_file_size(file, size);
 }
 
 static int wal_file_control(sqlite3_file *file, int op, void *arg)
 {
     wal_file *f = (wal_file *)file;
     int rc = flush(f);
-    return rc != SQLITE_OK ? rc : f->under->pMethods->xFileControl(f->under, op, arg);
+    return rc != SQLITE_OK ? rc : pass_file_control(file, op, arg);
 }
 
 /* Whatever is buffered at close never committed (a commit is written out at its frame). */
@@ -123,40 +198,10 @@ static int wal_close(sqlite3_file *file)
     if (f->db)
         f->db->wal = NULL;
     pthread_mutex_unlock(&open_files_lock);
-    int rc = f->under->pMethods->xClose(f->under);
+    int rc = f->w.under->pMethods->xClose(f->w.under);
     free(f->buf);
     f->buf = NULL;
     return rc;
-}
-
-static int wal_lock(sqlite3_file *file, int level)
-{
-    wal_file *f = (wal_file *)file;
-    return f->under->pMethods->xLock(f->under, level);
-}
-
-static int wal_unlock(sqlite3_file *file, int level)
-{
-    wal_file *f = (wal_file *)file;
-    return f->under->pMethods->xUnlock(f->under, level);
-}
-
-static int wal_check_reserved_lock(sqlite3_file *file, int *out)
-{
-    wal_file *f = (wal_file *)file;
-    return f->under->pMethods->xCheckReservedLock(f->under, out);
-}
-
-static int wal_sector_size(sqlite3_file *file)
-{
-    wal_file *f = (wal_file *)file;
-    return f->under->pMethods->xSectorSize(f->under);
-}
-
-static int wal_device_characteristics(sqlite3_file *file)
-{
-    wal_file *f = (wal_file *)file;
-    return f->under->pMethods->xDeviceCharacteristics(f->under);
 }
 
 /* Version 1: a WAL file is never memory-mapped and has no shared memory of its own. */
@@ -168,17 +213,15 @@ static const sqlite3_io_methods wal_methods = {
     .xTruncate = wal_truncate,
     .xSync = wal_sync,
     .xFileSize = wal_file_size,
-    .xLock = wal_lock,
-    .xUnlock = wal_unlock,
-    .xCheckReservedLock = wal_check_reserved_lock,
+    .xLock = pass_lock,
+    .xUnlock = pass_unlock,
+    .xCheckReservedLock = pass_check_reserved_lock,
     .xFileControl = wal_file_control,
-    .xSectorSize = wal_sector_size,
-    .xDeviceCharacteristics = wal_device_characteristics,
+    .xSectorSize = pass_sector_size,
+    .xDeviceCharacteristics = pass_device_characteristics,
 };
 
 /* ---- the database file: every method the default one's, the write lock watched ---- */
-
-#define UNDER(file) (((db_file *)(file))->under)
 
 static int db_close(sqlite3_file *file)
 {
@@ -193,56 +236,9 @@ static int db_close(sqlite3_file *file)
     if (d->wal)
         d->wal->db = NULL;
     pthread_mutex_unlock(&open_files_lock);
-    return d->under->pMethods->xClose(d->under);
+    return d->w.under->pMethods->xClose(d->w.under);
 }
-static int db_read(sqlite3_file *file, void *data, int amount, sqlite3_int64 offset)
-{
-    return UNDER(file)->pMethods->xRead(UNDER(file), data, amount, offset);
-}
-static int db_write(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset)
-{
-    return UNDER(file)->pMethods->xWrite(UNDER(file), data, amount, offset);
-}
-static int db_truncate(sqlite3_file *file, sqlite3_int64 size)
-{
-    return UNDER(file)->pMethods->xTruncate(UNDER(file), size);
-}
-static int db_sync(sqlite3_file *file, int flags)
-{
-    return UNDER(file)->pMethods->xSync(UNDER(file), flags);
-}
-static int db_file_size(sqlite3_file *file, sqlite3_int64 *size)
-{
-    return UNDER(file)->pMethods->xFileSize(UNDER(file), size);
-}
-static int db_lock(sqlite3_file *file, int level)
-{
-    return UNDER(file)->pMethods->xLock(UNDER(file), level);
-}
-static int db_unlock(sqlite3_file *file, int level)
-{
-    return UNDER(file)->pMethods->xUnlock(UNDER(file), level);
-}
-static int db_check_reserved_lock(sqlite3_file *file, int *out)
-{
-    return UNDER(file)->pMethods->xCheckReservedLock(UNDER(file), out);
-}
-static int db_file_control(sqlite3_file *file, int op, void *arg)
-{
-    return UNDER(file)->pMethods->xFileControl(UNDER(file), op, arg);
-}
-static int db_sector_size(sqlite3_file *file)
-{
-    return UNDER(file)->pMethods->xSectorSize(UNDER(file));
-}
-static int db_device_characteristics(sqlite3_file *file)
-{
-    return UNDER(file)->pMethods->xDeviceCharacteristics(UNDER(file));
-}
-static int db_shm_map(sqlite3_file *file, int region, int size, int extend, void volatile **out)
-{
-    return UNDER(file)->pMethods->xShmMap(UNDER(file), region, size, extend, out);
-}
+
 static int db_shm_lock(sqlite3_file *file, int offset, int n, int flags)
 {
     db_file *d = (db_file *)file;
@@ -252,62 +248,46 @@ static int db_shm_lock(sqlite3_file *file, int offset, int n, int flags)
         d->wal->buf_len = 0;
         d->wal->commit_next = false;
     }
-    return d->under->pMethods->xShmLock(d->under, offset, n, flags);
-}
-static void db_shm_barrier(sqlite3_file *file)
-{
-    UNDER(file)->pMethods->xShmBarrier(UNDER(file));
-}
-static int db_shm_unmap(sqlite3_file *file, int delete_flag)
-{
-    return UNDER(file)->pMethods->xShmUnmap(UNDER(file), delete_flag);
-}
-static int db_fetch(sqlite3_file *file, sqlite3_int64 offset, int amount, void **out)
-{
-    return UNDER(file)->pMethods->xFetch(UNDER(file), offset, amount, out);
-}
-static int db_unfetch(sqlite3_file *file, sqlite3_int64 offset, void *page)
-{
-    return UNDER(file)->pMethods->xUnfetch(UNDER(file), offset, page);
+    return d->w.under->pMethods->xShmLock(d->w.under, offset, n, flags);
 }
 
-/* Version 3, as the default VFS's (register_once checks). */
+/* Version 3, as the default VFS's database files (open_db_file checks). */
 static const sqlite3_io_methods db_methods = {
     .iVersion = 3,
     .xClose = db_close,
-    .xRead = db_read,
-    .xWrite = db_write,
-    .xTruncate = db_truncate,
-    .xSync = db_sync,
-    .xFileSize = db_file_size,
-    .xLock = db_lock,
-    .xUnlock = db_unlock,
-    .xCheckReservedLock = db_check_reserved_lock,
-    .xFileControl = db_file_control,
-    .xSectorSize = db_sector_size,
-    .xDeviceCharacteristics = db_device_characteristics,
-    .xShmMap = db_shm_map,
+    .xRead = pass_read,
+    .xWrite = pass_write,
+    .xTruncate = pass_truncate,
+    .xSync = pass_sync,
+    .xFileSize = pass_file_size,
+    .xLock = pass_lock,
+    .xUnlock = pass_unlock,
+    .xCheckReservedLock = pass_check_reserved_lock,
+    .xFileControl = pass_file_control,
+    .xSectorSize = pass_sector_size,
+    .xDeviceCharacteristics = pass_device_characteristics,
+    .xShmMap = pass_shm_map,
     .xShmLock = db_shm_lock,
-    .xShmBarrier = db_shm_barrier,
-    .xShmUnmap = db_shm_unmap,
-    .xFetch = db_fetch,
-    .xUnfetch = db_unfetch,
+    .xShmBarrier = pass_shm_barrier,
+    .xShmUnmap = pass_shm_unmap,
+    .xFetch = pass_fetch,
+    .xUnfetch = pass_unfetch,
 };
 
 static int open_db_file(sqlite3_filename name, sqlite3_file *file, int flags, int *out_flags)
 {
     db_file *d = (db_file *)file;
     memset(d, 0, sizeof *d);
-    d->under = (sqlite3_file *)(d + 1);
+    d->w.under = (sqlite3_file *)(d + 1);
     d->name = name;
-    int rc = under_vfs->xOpen(under_vfs, name, d->under, flags, out_flags);
+    int rc = under_vfs->xOpen(under_vfs, name, d->w.under, flags, out_flags);
     if (rc != SQLITE_OK)
         return rc; /* pMethods stays NULL: SQLite calls no xClose */
-    if (d->under->pMethods->iVersion < 3) {
-        d->under->pMethods->xClose(d->under);
+    if (d->w.under->pMethods->iVersion < 3) {
+        d->w.under->pMethods->xClose(d->w.under);
         return SQLITE_CANTOPEN;
     }
-    d->base.pMethods = &db_methods;
+    d->w.base.pMethods = &db_methods;
     pthread_mutex_lock(&open_files_lock);
     d->next = open_files;
     open_files = d;
@@ -319,11 +299,11 @@ static int open_wal_file(sqlite3_filename name, sqlite3_file *file, int flags, i
 {
     wal_file *f = (wal_file *)file;
     memset(f, 0, sizeof *f);
-    f->under = (sqlite3_file *)(f + 1);
+    f->w.under = (sqlite3_file *)(f + 1);
     f->buf = malloc(BUFFER_BYTES);
     if (!f->buf)
         return SQLITE_NOMEM;
-    int rc = under_vfs->xOpen(under_vfs, name, f->under, flags, out_flags);
+    int rc = under_vfs->xOpen(under_vfs, name, f->w.under, flags, out_flags);
     if (rc != SQLITE_OK) {
         free(f->buf);
         f->buf = NULL;
@@ -345,7 +325,7 @@ static int open_wal_file(sqlite3_filename name, sqlite3_file *file, int flags, i
         free(f->buf);
         f->buf = NULL;
     }
-    f->base.pMethods = &wal_methods;
+    f->w.base.pMethods = &wal_methods;
     return SQLITE_OK;
 }
 

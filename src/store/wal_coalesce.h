@@ -5,9 +5,9 @@
  *
  * SQLite writes each WAL frame as two pwrite calls (the 24-byte frame header, then the page),
  * and a frame of 4,120 bytes straddles two of the kernel's pages: a commit of 40 frames was 80
- * system calls and ~120 page-cache updates. Gathered, it is two calls over 41 pages. Every other
- * file (journals, temporary files) and every other operation go straight to the default VFS; the
- * database file is wrapped only to watch its connection's WAL write lock.
+ * system calls and up to ~120 page-cache updates. Gathered, it is two calls over 41 pages. Every
+ * other file (journals, temporary files) and every other operation go straight to the default VFS;
+ * the database file is wrapped only to watch its connection's WAL write lock.
  *
  * Safe because nothing can read a frame before its commit is in the file, and nothing buffered
  * outlives its transaction:

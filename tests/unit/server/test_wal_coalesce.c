@@ -71,6 +71,15 @@ static int64_t one_int(sqlite3 *db, const char *sql)
     return v;
 }
 
+static void assert_intact(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+}
+
 /* Transaction t inserts t rows of 1,000 random bytes (most exceed the 124 KiB buffer). */
 static void insert_rows(sqlite3 *db, int t)
 {
@@ -98,14 +107,7 @@ static void check_reader_sees_commits(const char *path, const char *writer_pragm
         if (t % 20 == 0) /* a checkpoint, and a WAL written again from its start */
             exec(w, "PRAGMA wal_checkpoint(RESTART)");
     }
-    char *check = NULL;
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(r, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    check = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    assert_string_equal(check, "ok");
-    free(check);
+    assert_intact(r);
     sqlite3_close(r);
     sqlite3_close(w);
 }
@@ -183,11 +185,7 @@ static void test_a_rolled_back_transaction_leaves_nothing_behind(void **state)
     assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 7"), 21);
     assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 5"), 15);
     assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE tx = 60"), 0);
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(r, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
+    assert_intact(r);
     sqlite3_close(r);
     sqlite3_close(a);
     sqlite3_close(b);
