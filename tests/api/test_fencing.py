@@ -39,6 +39,13 @@ def test_every_claim_grows_the_fence_and_a_release_keeps_the_generation(fresh_se
     assert state2 == "completed" and int(fence2) > int(fence1) and gen2 == gen1
 
 
+def left_in_doubt_now():
+    """locked_at of a key left in doubt just now: the recoverer waits a lock timeout (60 s)
+    before taking it, so the test's retry is the one that resumes it (with locked_at = 0 the
+    recoverer could take it first and the retry would get a rightful 409)."""
+    return int(time.time() * 1_000_000)
+
+
 @pytest.mark.skipif(BACKEND != "sqlite", reason="edits the SQLite file directly")
 def test_key_open_before_the_upgrade_resumes_with_its_old_processor_key(fresh_server, tmp_path):
     s = fresh_server()
@@ -64,9 +71,10 @@ def test_key_open_before_the_upgrade_resumes_with_its_old_processor_key(fresh_se
     with sqlite3.connect(s.db) as c:
         c.execute("DELETE FROM payments WHERE id = (SELECT max(id) FROM payments)")
         c.execute("UPDATE accounts SET balance = 0")
-        c.execute("UPDATE idempotency_keys SET state = 'in_doubt', locked_at = 0, claimed_at = ?, "
+        c.execute("UPDATE idempotency_keys SET state = 'in_doubt', locked_at = ?, claimed_at = ?, "
                   "generation = ?, response_status = NULL, response_body = NULL, "
-                  "response_location = NULL WHERE idem_key = ?", (claimed, -claimed, idem))
+                  "response_location = NULL WHERE idem_key = ?",
+                  (left_in_doubt_now(), claimed, -claimed, idem))
     r = u.post("/v1/payments", body, idem=idem)
     assert r.status == 201, r
     assert r.json["processor_charge_id"] == "ch_legacy"
@@ -124,9 +132,10 @@ def test_key_claimed_under_the_hashed_scheme_resumes_with_its_hashed_key(fresh_s
         c.execute("INSERT INTO processor_charges (processor_key, charge_id, status, amount, "
                   "currency, source, created_at) VALUES (?, 'ch_hashed', 'succeeded', 4321, "
                   "'USD', 'tok_visa', ?)", (hashed.hexdigest(), generation))
-        c.execute("UPDATE idempotency_keys SET state = 'in_doubt', locked_at = 0, "
+        c.execute("UPDATE idempotency_keys SET state = 'in_doubt', locked_at = ?, "
                   "processor_key_scheme = 1, response_status = NULL, response_body = NULL, "
-                  "response_event = NULL, response_location = NULL WHERE idem_key = ?", (idem,))
+                  "response_event = NULL, response_location = NULL WHERE idem_key = ?",
+                  (left_in_doubt_now(), idem))
     s.start()
     r = u.post("/v1/payments", body, idem=idem)
     assert r.status == 201, r
