@@ -423,6 +423,12 @@ char *metrics_render(metrics *m, app *a)
         "payd_store_batch_retries_total{reason=\"careful\"} %lld\n",
         (long long)st.busy_retries, (long long)st.careful_reruns);
     put(&t,
+        "# HELP payd_store_unsynced_commits_total Commits that did not wait for the disk (SQLite: "
+        "the builtin processor's charges; the synced commit after them makes them durable).\n"
+        "# TYPE payd_store_unsynced_commits_total counter\npayd_store_unsynced_commits_total "
+        "%lld\n",
+        (long long)st.unsynced_batches);
+    put(&t,
         "# HELP payd_store_queue_depth Write jobs waiting for the writer.\n"
         "# TYPE payd_store_queue_depth gauge\npayd_store_queue_depth %lld\n",
         (long long)st.queue_depth);

@@ -202,7 +202,9 @@ void sim_charge_start(store *s, int64_t timeout_ms, const char *key, int64_t amo
     *j = new_charge(key, amount, currency, source, timeout_ms);
     j->done = done;
     j->done_arg = arg;
-    store_submit(s, record_charge, j, charge_written, j);
+    /* no fsync of its own: the payment's record, committed and synced after it, is what
+     * makes it durable, and nothing outside payd sees the charge before that */
+    store_submit_unsynced(s, record_charge, j, charge_written, j);
 }
 
 proc_result sim_find_charge(store *s, const char *key)

@@ -68,6 +68,7 @@ struct db_conn {
     bool snapshot_open;
     /* SQLite writer: checkpoint once the WAL holds this many pages, calling before first */
     int checkpoint_pages;
+    bool commits_unsynced; /* db_sync_commits(c, false) */
     void (*before_checkpoint)(void *arg);
     void *before_checkpoint_arg;
     char error[256];
@@ -654,6 +655,9 @@ void db_close(db_conn *c)
 {
     if (!c)
         return;
+    /* the checkpoint SQLite runs at close must sync what unsynced commits left in the WAL
+     * before copying it into the database and deleting the WAL */
+    db_sync_commits(c, true);
     for (int i = 0; i < STMT_CACHE_SIZE; i++)
         if (c->cache[i].lite)
             sqlite3_finalize(c->cache[i].lite);
@@ -1010,7 +1014,7 @@ void db_snapshot_enter(db_conn *c)
 static int lite_wal_hook(void *arg, sqlite3 *lite, const char *name, int pages)
 {
     db_conn *c = arg;
-    if (pages >= c->checkpoint_pages) {
+    if (pages >= c->checkpoint_pages && !c->commits_unsynced) {
         c->before_checkpoint(c->before_checkpoint_arg);
         sqlite3_wal_checkpoint_v2(lite, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     }
@@ -1025,6 +1029,16 @@ void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *ar
     c->before_checkpoint = before;
     c->before_checkpoint_arg = arg;
     sqlite3_wal_hook(c->lite, lite_wal_hook, c);
+}
+
+db_status db_sync_commits(db_conn *c, bool sync)
+{
+    if (c->kind != DB_SQLITE || c->commits_unsynced == !sync)
+        return DB_DONE;
+    db_status rc = db_exec(c, sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF", "");
+    if (rc == DB_DONE)
+        c->commits_unsynced = !sync;
+    return rc;
 }
 
 db_status db_begin(db_conn *c)

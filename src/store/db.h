@@ -134,6 +134,10 @@ bool db_snapshot_open(const db_conn *c);
 /* SQLite writer: after a commit that leaves the WAL at `pages` pages or more, calls before(arg)
  * and checkpoints (PASSIVE, as SQLite's automatic checkpoint, which this replaces, does). */
 void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *arg);
+/* SQLite writer: whether the commits that follow wait for the disk (synchronous FULL, the
+ * default) or not (OFF). While off, no checkpoint runs: it would copy into the database pages
+ * that are not yet on disk in the WAL. No-op on PostgreSQL. */
+db_status db_sync_commits(db_conn *c, bool sync);
 
 /* Begins a transaction. SQLite takes the write lock at once (BEGIN IMMEDIATE); PostgreSQL sends
  * the BEGIN together with the first statement that follows, a round trip fewer (a COMMIT or

@@ -24,6 +24,8 @@ typedef struct write_job {
     write_done_fn then; /* store_submit: called on the writer thread instead */
     void *then_arg;
     enum { FAULT_UNASKED, FAULT_NONE, FAULT_FAIL } fault; /* asked once per job, not per run */
+    /* store_submit_unsynced: committed without waiting for the disk */
+    bool unsynced;
     struct write_job *next;
 } write_job;
 
@@ -295,14 +297,17 @@ static int take_queued(store *s, write_job **jobs, int max)
 }
 
 /* One batch: BEGIN, the jobs, COMMIT. A single job is the transaction itself: its failure
- * rolls it back and is its answer. Jobs queued while the batch's own ran join it before the
- * COMMIT (up to --max-batch): they would otherwise wait for this commit and then their own, and
- * a payment's three jobs each wait so. */
-static void run_batch(store *s, write_job **jobs, int n)
+ * rolls it back and is its answer. Jobs queued while the batch's own ran join a synced batch
+ * before the COMMIT (up to --max-batch): they would otherwise wait for this commit and then
+ * their own, and a payment's jobs each wait so. An unsynced batch (store_submit_unsynced jobs
+ * only) commits without waiting for the disk and takes no other job. */
+static void run_batch(store *s, write_job **jobs, int n, bool synced)
 {
     db_conn *db = s->writer_db;
     held.count = 0;
-    bool ok = db_begin(db) == DB_DONE;
+    /* a failure to set how this commit syncs fails the batch: a synced batch must never
+     * commit unsynced */
+    bool ok = db_sync_commits(db, synced) == DB_DONE && db_begin(db) == DB_DONE;
     bool clean = false;
     if (ok && n == 1) {
         jobs[0]->result = run_job(db, jobs[0]);
@@ -314,7 +319,7 @@ static void run_batch(store *s, write_job **jobs, int n)
     } else if (ok) {
         clean = run_back_to_back(db, jobs, n);
     }
-    while (clean && n < s->opt.max_batch) {
+    while (clean && synced && n < s->opt.max_batch) {
         pthread_mutex_lock(&s->lock);
         int joined = take_queued(s, jobs + n, s->opt.max_batch - n);
         pthread_mutex_unlock(&s->lock);
@@ -343,6 +348,7 @@ static void run_batch(store *s, write_job **jobs, int n)
     }
 finished:
     pthread_mutex_lock(&s->lock);
+    s->stats.unsynced_batches += !synced;
     s->stats.jobs += n;
     s->stats.batches++;
     s->stats.batch_size_buckets[batch_bucket(n)]++;
@@ -353,6 +359,34 @@ finished:
 
 static void pg_run_batch(store *s, write_job **jobs, int n);
 static void pg_start_writers(store *s);
+
+/* Moves the jobs that need no sync of their own to the front, keeping each group's order;
+ * returns how many there are. */
+static int unsynced_first(write_job **jobs, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!jobs[i]->unsynced)
+            continue;
+        write_job *j = jobs[i];
+        memmove(jobs + k + 1, jobs + k, (size_t)(i - k) * sizeof *jobs);
+        jobs[k++] = j;
+    }
+    return k;
+}
+
+/* SQLite: the jobs that need no sync of their own commit first, without waiting for the disk,
+ * and their continuations run at once: the jobs these submit (a payment's record after its
+ * charge) join the synced batch that follows, whose fsync makes both durable. */
+static void lite_run_batch(store *s, write_job **jobs, int n)
+{
+    /* one transaction per job (--group-commit=false, the naive way) syncs every commit */
+    int k = s->opt.max_batch > 1 ? unsynced_first(jobs, n) : 0;
+    if (k)
+        run_batch(s, jobs, k, false);
+    if (n > k)
+        run_batch(s, jobs + k, n - k, true);
+}
 
 static void *writer_main(void *arg)
 {
@@ -372,7 +406,7 @@ static void *writer_main(void *arg)
         if (s->kind == DB_POSTGRES)
             pg_run_batch(s, batch, n);
         else
-            run_batch(s, batch, n);
+            lite_run_batch(s, batch, n);
     }
     free(batch);
     free(held.items);
@@ -1025,14 +1059,26 @@ int store_write(store *s, write_job_fn fn, void *ctx)
     return job.result;
 }
 
-void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg)
+static void submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg,
+                   bool unsynced)
 {
     write_job *job = calloc(1, sizeof *job);
     job->fn = fn;
     job->ctx = ctx;
     job->then = then;
     job->then_arg = then_arg;
+    job->unsynced = unsynced;
     enqueue(s, job);
+}
+
+void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg)
+{
+    submit(s, fn, ctx, then, then_arg, false);
+}
+
+void store_submit_unsynced(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg)
+{
+    submit(s, fn, ctx, then, then_arg, true);
 }
 
 write_result write_result_of(int job_rc)

@@ -87,7 +87,9 @@ typedef struct store_stats {
     /* PostgreSQL: attempts run again after a deadlock or serialization failure (busy), and
      * optimistic batches run again with savepoints because a job in them failed (careful) */
     int64_t busy_retries, careful_reruns;
-    int64_t queue_depth; /* jobs waiting right now */
+    int64_t unsynced_batches; /* SQLite: batches of store_submit_unsynced jobs, committed
+                               * without an fsync */
+    int64_t queue_depth;      /* jobs waiting right now */
     /* Batches by size: bucket b holds sizes in (2^(b-1), 2^b], so its upper bound is 2^b:
      * 1, 2, 3-4, 5-8, ... up to 2^17, above the largest --max-batch (100000). */
     int64_t batch_size_buckets[STORE_BATCH_BUCKETS];
@@ -106,6 +108,16 @@ int store_write(store *s, write_job_fn fn, void *ctx);
  * nor wait for a write job (its own thread runs them); it may submit more. */
 typedef void (*write_done_fn)(int result, db_failure failure, const char *error, void *arg);
 void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg);
+/* The same for a job whose commit need not wait for the disk: on SQLite it commits in a batch
+ * of such jobs alone, without an fsync, and its continuation runs at once. Its writes become
+ * durable with the next synced commit (SQLite's WAL is replayed as a prefix: a synced commit
+ * makes every earlier one durable; a power cut before it loses them together with everything
+ * after them, while a killed process loses nothing the kernel was given). Only for a job whose
+ * result reaches no client, and no other system, except through a later synced commit of this
+ * store: the builtin processor's charge, which the payment it is for records. On PostgreSQL, and
+ * with max_batch 1, it is store_submit. */
+void store_submit_unsynced(store *s, write_job_fn fn, void *ctx, write_done_fn then,
+                           void *then_arg);
 /* The same, named: write_result_of(store_write(...)). */
 write_result store_run(store *s, write_job_fn fn, void *ctx);
 /* The node's own upkeep (its node-id lease): fn in a transaction of its own that waits behind

@@ -1,6 +1,6 @@
 """/metrics as §12 describes it and as dashboards expect it: valid for `promtool check metrics`
 on a live server, payd_build_info, the process_* series, latency histograms by route, the
-`code` label, and commit batch buckets up to --max-batch."""
+`code` label, commit batch buckets up to --max-batch, and the commits that skip their fsync."""
 
 import re
 import shutil
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import PAYD
+from conftest import BACKEND, PAYD
 
 
 def scrape(server):
@@ -93,3 +93,18 @@ def test_batch_buckets_reach_max_batch(fresh_server, max_batch, top):
                                            scrape(s))]
     assert bounds == sorted(bounds) and bounds[0] == 1
     assert bounds[-1] == top  # the first power of two holding --max-batch, nothing beyond
+
+
+def test_the_builtin_charge_commits_without_an_fsync_of_its_own(fresh_server):
+    """On SQLite each payment's builtin charge commits unsynced (the payment's record, synced
+    after it, makes it durable): one charge alone in its batch per payment made one at a time.
+    PostgreSQL commits every batch synced."""
+    s = fresh_server()
+    user = s.create_user()
+    acct = user.create_account()
+    before = samples(scrape(s))["payd_store_unsynced_commits_total"]
+    for _ in range(3):
+        r = user.pay(acct)
+        assert r.status == 201, r
+    after = samples(scrape(s))["payd_store_unsynced_commits_total"]
+    assert after - before == (3 if BACKEND == "sqlite" else 0)

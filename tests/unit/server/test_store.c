@@ -382,6 +382,148 @@ static void test_jobs_queued_during_a_batch_join_its_commit(void **state)
     temp_db_close(&t);
 }
 
+/* ---- jobs that need no sync of their own (store_submit_unsynced) ---- */
+
+/* The writer connection's synchronous setting, as a job sees it: 0 OFF, 2 FULL. */
+static int64_t synchronous_setting(db_conn *db)
+{
+    db_stmt *st = db_query(db, "PRAGMA synchronous", "");
+    int64_t v = db_step(st) == DB_ROW ? db_int(st, 0) : -1;
+    db_done(st);
+    return v;
+}
+
+typedef struct sync_probe {
+    store *s;
+    const char *name;
+    int64_t seen;                   /* synchronous_setting() while the job ran */
+    struct sync_probe *then_submit; /* submitted (synced) from this job's continuation */
+    sem_t done;
+} sync_probe;
+
+static int insert_and_probe(db_conn *db, void *arg)
+{
+    sync_probe *p = arg;
+    p->seen = synchronous_setting(db);
+    return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", p->name) ==
+                   DB_DONE
+               ? 0
+               : -1;
+}
+
+static void probe_done(int result, db_failure failure, const char *error, void *arg)
+{
+    (void)failure;
+    (void)error;
+    sync_probe *p = arg;
+    assert_int_equal(result, 0);
+    if (p->then_submit)
+        store_submit(p->s, insert_and_probe, p->then_submit, probe_done, p->then_submit);
+    sem_post(&p->done);
+}
+
+typedef struct gate {
+    sem_t reached, go;
+} gate;
+
+/* A continuation that holds the writer's thread until the test has queued what it wants in
+ * the writer's next take. */
+static void hold_writer(int result, db_failure failure, const char *error, void *arg)
+{
+    (void)result;
+    (void)failure;
+    (void)error;
+    gate *g = arg;
+    sem_post(&g->reached);
+    sem_wait(&g->go);
+}
+
+static int do_nothing(db_conn *db, void *arg)
+{
+    (void)db;
+    (void)arg;
+    return 0;
+}
+
+/* Queued behind a synced job, an unsynced one commits first, in a batch of its own with
+ * synchronous OFF; the job its continuation submits (a payment's record after its charge) joins
+ * the synced batch that follows, which commits with synchronous FULL again. */
+static void test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced_batch(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open(&t);
+    gate g;
+    sem_init(&g.reached, 0, 0);
+    sem_init(&g.go, 0, 0);
+    store_submit(t.s, do_nothing, NULL, hold_writer, &g);
+    sem_wait(&g.reached);
+
+    sync_probe followup = {.s = t.s, .name = "followup"};
+    sync_probe synced = {.s = t.s, .name = "synced"};
+    sync_probe unsynced = {.s = t.s, .name = "unsynced", .then_submit = &followup};
+    sem_init(&followup.done, 0, 0);
+    sem_init(&synced.done, 0, 0);
+    sem_init(&unsynced.done, 0, 0);
+    store_stats before, after;
+    store_get_stats(t.s, &before);
+    store_submit(t.s, insert_and_probe, &synced, probe_done, &synced);
+    store_submit_unsynced(t.s, insert_and_probe, &unsynced, probe_done, &unsynced);
+    sem_post(&g.go);
+    sem_wait(&unsynced.done);
+    sem_wait(&synced.done);
+    sem_wait(&followup.done);
+
+    assert_int_equal(unsynced.seen, 0);
+    assert_int_equal(synced.seen, 2);
+    assert_int_equal(followup.seen, 2);
+    store_get_stats(t.s, &after);
+    assert_int_equal(after.unsynced_batches - before.unsynced_batches, 1);
+    assert_int_equal(after.batches - before.batches, 2); /* [unsynced], [synced, followup] */
+    assert_int_equal(secrets_named(t.s, "unsynced"), 1);
+    assert_int_equal(secrets_named(t.s, "followup"), 1);
+    temp_db_close(&t);
+}
+
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+static void unsynced_done(int result, db_failure failure, const char *error, void *arg)
+{
+    (void)failure;
+    (void)error;
+    assert_int_equal(result, 0);
+    sem_post(arg);
+}
+
+/* No checkpoint after an unsynced commit: it would copy into the database pages the WAL does
+ * not hold on disk yet. The next synced commit that writes checkpoints. ~1,200 pages are
+ * written (the checkpoint threshold is 1,000). */
+static void test_no_checkpoint_follows_an_unsynced_commit(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open(&t);
+    int64_t db_before = file_size(t.path);
+    sem_t done;
+    sem_init(&done, 0, 0);
+    int64_t n[400];
+    for (int i = 0; i < 400; i++) {
+        n[i] = i;
+        store_submit_unsynced(t.s, insert_big_secret, &n[i], unsynced_done, &done);
+    }
+    for (int i = 0; i < 400; i++)
+        sem_wait(&done);
+    assert_int_equal(file_size(t.path), db_before);
+    job_arg one = {.n = 0}; /* a commit that writes a page: the WAL hook runs after those */
+    assert_int_equal(store_write(t.s, insert_then_maybe_fail, &one), 0);
+    assert_true(file_size(t.path) > db_before + 1000 * 4096);
+    temp_db_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +533,9 @@ int main(void)
         cmocka_unit_test(test_a_kept_snapshot_never_hides_a_commit),
         cmocka_unit_test(test_a_parked_snapshot_does_not_pin_the_wal),
         cmocka_unit_test(test_jobs_queued_during_a_batch_join_its_commit),
+        cmocka_unit_test(
+            test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced_batch),
+        cmocka_unit_test(test_no_checkpoint_follows_an_unsynced_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
