@@ -382,10 +382,14 @@ static void lite_run_batch(store *s, write_job **jobs, int n)
 {
     /* one transaction per job (--group-commit=false, the naive way) syncs every commit */
     int k = s->opt.max_batch > 1 ? unsynced_first(jobs, n) : 0;
-    if (k)
-        run_batch(s, jobs, k, false);
-    if (n > k)
-        run_batch(s, jobs + k, n - k, true);
+    if (k) {
+        run_batch(s, jobs, k, false); /* finishes (and frees) jobs[0..k) */
+        n -= k;
+        /* the synced batch starts at the array's head: it fills the array up to --max-batch */
+        memmove(jobs, jobs + k, (size_t)n * sizeof *jobs);
+    }
+    if (n)
+        run_batch(s, jobs, n, true);
 }
 
 static void *writer_main(void *arg)

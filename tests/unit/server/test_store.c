@@ -182,15 +182,20 @@ typedef struct temp_db {
     store *s;
 } temp_db;
 
-static void temp_db_open(temp_db *t)
+static void temp_db_open_batching(temp_db *t, int max_batch)
 {
     snprintf(t->path, sizeof t->path, "/tmp/payd-store-test-XXXXXX");
     close(mkstemp(t->path));
     char err[256];
-    store_options opt = {.url = t->path, .max_batch = 64};
+    store_options opt = {.url = t->path, .max_batch = max_batch};
     t->s = store_open(&opt, err, sizeof err);
     assert_non_null(t->s);
     assert_int_equal(store_write(t->s, make_accounts, NULL), 0);
+}
+
+static void temp_db_open(temp_db *t)
+{
+    temp_db_open_batching(t, 64);
 }
 
 static void temp_db_close(temp_db *t)
@@ -535,6 +540,44 @@ static void test_no_checkpoint_follows_an_unsynced_commit(void **state)
     temp_db_close(&t);
 }
 
+/* A round with unsynced jobs stays within --max-batch, and so within the writer's array of
+ * jobs: the synced batch after the unsynced one, joined by what is queued, holds 4 jobs at
+ * most here (under AddressSanitizer, a batch that filled the array from past its head fails). */
+static void test_a_round_with_unsynced_jobs_stays_within_max_batch(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open_batching(&t, 4);
+    gate g;
+    sem_init(&g.reached, 0, 0);
+    sem_init(&g.go, 0, 0);
+    store_submit(t.s, do_nothing, NULL, hold_writer, &g);
+    sem_wait(&g.reached);
+
+    store_stats before, after;
+    store_get_stats(t.s, &before);
+    jobs_done d = {0};
+    sem_init(&d.done, 0, 0);
+    /* the writer takes 4 (one unsynced), then the synced three are joined by the rest */
+    job_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (job_arg){.n = 2 * (100 + i)}; /* even: the job keeps its writes */
+        if (i == 1)
+            store_submit_unsynced(t.s, insert_then_maybe_fail, &args[i], count_done, &d);
+        else
+            store_submit(t.s, insert_then_maybe_fail, &args[i], count_done, &d);
+    }
+    sem_post(&g.go);
+    for (int i = 0; i < 8; i++)
+        sem_wait(&d.done);
+    assert_int_equal(d.failed, 0);
+    store_get_stats(t.s, &after);
+    assert_int_equal(after.unsynced_batches - before.unsynced_batches, 1);
+    for (int b = 3; b < STORE_BATCH_BUCKETS; b++) /* bucket 2 holds batches of 3-4 jobs */
+        assert_int_equal(after.batch_size_buckets[b], 0);
+    temp_db_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +590,7 @@ int main(void)
         cmocka_unit_test(
             test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced_batch),
         cmocka_unit_test(test_no_checkpoint_follows_an_unsynced_commit),
+        cmocka_unit_test(test_a_round_with_unsynced_jobs_stays_within_max_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
