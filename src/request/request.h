@@ -72,6 +72,9 @@ void reply_error(request *req, payd_error err, const char *detail);
 /* reply_error with extra members (for example "param" or "existing_order_id"); takes ownership. */
 void reply_error_extra(request *req, payd_error err, const char *detail, json_t *extra);
 void reply_header(request *req, const char *name, const char *value);
+/* Forgets the answer, and every header after the first header_count: a write job run again
+ * (its batch retried) answers afresh. */
+void reply_forget(request *req, int header_count);
 const char *response_header(request *req, const char *name);
 struct jsonw;
 /* Takes the writer's text as the JSON body. */

@@ -100,6 +100,15 @@ void reply_header(request *req, const char *name, const char *value)
     req->resp_header_count++;
 }
 
+void reply_forget(request *req, int header_count)
+{
+    set_body(req, 0, NULL);
+    req->error = ERR_NONE;
+    req->error_detail = NULL;
+    if (header_count < req->resp_header_count)
+        req->resp_header_count = header_count;
+}
+
 const char *response_header(request *req, const char *name)
 {
     for (int i = 0; i < req->resp_header_count; i++)

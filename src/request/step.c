@@ -5,9 +5,23 @@
 
 typedef struct pending_write {
     request *req;
+    write_job_fn fn;
     request_step next;
-    void *ctx;
+    void *ctx;        /* fn's and next's */
+    int header_count; /* the answer's headers when the job was queued */
 } pending_write;
+
+/* Every run of a request's write job starts from the answer the request had when the job was
+ * queued, which is none. A batch run again runs its jobs again, and on PostgreSQL other
+ * connections may commit between the runs, so a run can see another state than the one before
+ * it: a refund that found nothing left to refund on its first run (and answered 409) may
+ * reserve on its second, which answers nothing yet, and must not keep the 409. */
+static int run_request_job(db_conn *db, void *arg)
+{
+    pending_write *w = arg;
+    reply_forget(w->req, w->header_count);
+    return w->fn(db, w->ctx);
+}
 
 void request_continue(request *req, request_step step, void *ctx)
 {
@@ -46,16 +60,16 @@ static void write_done(int result, db_failure failure, const char *error, void *
 
 step_result request_write_then(request *req, write_job_fn fn, void *ctx, request_step next)
 {
+    pending_write *w = arena_alloc(&req->arena, sizeof *w);
+    *w = (pending_write){req, fn, next, ctx, req->resp_header_count};
     if (!req->runner) {
-        req->write_rc = store_write(req->app->store, fn, ctx);
+        req->write_rc = store_write(req->app->store, run_request_job, w);
         return next(req, ctx);
     }
     /* a PostgreSQL reader this thread holds for the request goes back while it waits */
     if (req->may_block)
         store_thread_done(req->app->store);
-    pending_write *w = arena_alloc(&req->arena, sizeof *w);
-    *w = (pending_write){req, next, ctx};
-    store_submit(req->app->store, fn, ctx, write_done, w);
+    store_submit(req->app->store, run_request_job, w, write_done, w);
     return STEP_WAITING;
 }
 

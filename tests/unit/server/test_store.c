@@ -18,6 +18,7 @@
 
 #include "store/db.h"
 #include "store/store.h"
+#include "writer_gate.h"
 
 #define THREADS         32
 #define JOBS_PER_THREAD 50
@@ -428,29 +429,6 @@ static void probe_done(int result, db_failure failure, const char *error, void *
     sem_post(&p->done);
 }
 
-typedef struct gate {
-    sem_t reached, go;
-} gate;
-
-/* A continuation that holds the writer's thread until the test has queued what it wants in
- * the writer's next take. */
-static void hold_writer(int result, db_failure failure, const char *error, void *arg)
-{
-    (void)result;
-    (void)failure;
-    (void)error;
-    gate *g = arg;
-    sem_post(&g->reached);
-    sem_wait(&g->go);
-}
-
-static int do_nothing(db_conn *db, void *arg)
-{
-    (void)db;
-    (void)arg;
-    return 0;
-}
-
 /* Queued behind a synced job, an unsynced one commits first, in a batch of its own with
  * synchronous OFF; the job its continuation submits (a payment's record after its charge) joins
  * the synced batch that follows, which commits with synchronous FULL again. */
@@ -459,11 +437,8 @@ static void test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced
     (void)state;
     temp_db t;
     temp_db_open(&t);
-    gate g;
-    sem_init(&g.reached, 0, 0);
-    sem_init(&g.go, 0, 0);
-    store_submit(t.s, do_nothing, NULL, hold_writer, &g);
-    sem_wait(&g.reached);
+    writer_gate g;
+    writer_gate_close(t.s, &g);
 
     sync_probe followup = {.s = t.s, .name = "followup"};
     sync_probe synced = {.s = t.s, .name = "synced"};
@@ -475,7 +450,7 @@ static void test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced
     store_get_stats(t.s, &before);
     store_submit(t.s, insert_and_probe, &synced, probe_done, &synced);
     store_submit_unsynced(t.s, insert_and_probe, &unsynced, probe_done, &unsynced);
-    sem_post(&g.go);
+    writer_gate_open(&g);
     sem_wait(&unsynced.done);
     sem_wait(&synced.done);
     sem_wait(&followup.done);
@@ -548,11 +523,8 @@ static void test_a_round_with_unsynced_jobs_stays_within_max_batch(void **state)
     (void)state;
     temp_db t;
     temp_db_open_batching(&t, 4);
-    gate g;
-    sem_init(&g.reached, 0, 0);
-    sem_init(&g.go, 0, 0);
-    store_submit(t.s, do_nothing, NULL, hold_writer, &g);
-    sem_wait(&g.reached);
+    writer_gate g;
+    writer_gate_close(t.s, &g);
 
     store_stats before, after;
     store_get_stats(t.s, &before);
@@ -567,7 +539,7 @@ static void test_a_round_with_unsynced_jobs_stays_within_max_batch(void **state)
         else
             store_submit(t.s, insert_then_maybe_fail, &args[i], count_done, &d);
     }
-    sem_post(&g.go);
+    writer_gate_open(&g);
     for (int i = 0; i < 8; i++)
         sem_wait(&d.done);
     assert_int_equal(d.failed, 0);
