@@ -8,18 +8,21 @@ typedef struct pending_write {
     write_job_fn fn;
     request_step next;
     void *ctx;        /* fn's and next's */
-    int header_count; /* the answer's headers when the job was queued */
+    bool answers;     /* the request had no answer when the job was queued */
+    int header_count; /* the response's headers then */
 } pending_write;
 
-/* Every run of a request's write job starts from the answer the request had when the job was
- * queued, which is none. A batch run again runs its jobs again, and on PostgreSQL other
- * connections may commit between the runs, so a run can see another state than the one before
- * it: a refund that found nothing left to refund on its first run (and answered 409) may
- * reserve on its second, which answers nothing yet, and must not keep the 409. */
+/* A job queued before the request has its answer starts every run with none. A batch run again
+ * runs its jobs again, and on PostgreSQL other connections may commit between the runs, so a
+ * run can see another state than the one before it: a refund that found nothing left to refund
+ * on its first run (and answered 409) may reserve on its second, which answers nothing yet, and
+ * must not keep the 409. A job queued after the answer (the void of a charge no payment will
+ * carry, while the answer says the key was lost) leaves it alone. */
 static int run_request_job(db_conn *db, void *arg)
 {
     pending_write *w = arg;
-    reply_forget(w->req, w->header_count);
+    if (w->answers)
+        reply_forget(w->req, w->header_count);
     return w->fn(db, w->ctx);
 }
 
@@ -61,7 +64,7 @@ static void write_done(int result, db_failure failure, const char *error, void *
 step_result request_write_then(request *req, write_job_fn fn, void *ctx, request_step next)
 {
     pending_write *w = arena_alloc(&req->arena, sizeof *w);
-    *w = (pending_write){req, fn, next, ctx, req->resp_header_count};
+    *w = (pending_write){req, fn, next, ctx, req->status == 0, req->resp_header_count};
     if (!req->runner) {
         req->write_rc = store_write(req->app->store, run_request_job, w);
         return next(req, ctx);

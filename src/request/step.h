@@ -27,8 +27,9 @@ typedef struct request_runner {
 } request_runner;
 
 /* Runs fn(db, ctx) as a write job, then next(req, ctx) with req->write_rc set to what
- * store_write returns. Returns what the request's thread should return. Each run of fn starts
- * with no answer set (a batch may run its jobs again; see step.c). */
+ * store_write returns. Returns what the request's thread should return. When the request has no
+ * answer yet, each run of fn starts with none (a batch may run its jobs again; see step.c); an
+ * answer set before the job is left as it is, and fn must not answer then. */
 step_result request_write_then(request *req, write_job_fn fn, void *ctx, request_step next);
 /* Runs next(req, ctx) on a thread that may block: here when this one may. */
 step_result request_blocking_then(request *req, request_step next, void *ctx);
