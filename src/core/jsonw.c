@@ -129,10 +129,10 @@ void jw_key_n(jsonw *w, const char *key, size_t n)
     w->after_key = true;
 }
 
-/* Copies a text known to need no escaping (an id, a time) as a JSON string; the caller has
- * placed the separator. */
+/* Writes a text known to need no escaping (an id, a time) as a JSON string value. */
 static void put_quoted(jsonw *w, const char *s, size_t n)
 {
+    separate(w);
     reserve(w, n + 2);
     w->buf[w->len++] = '"';
     memcpy(w->buf + w->len, s, n);
@@ -279,7 +279,6 @@ void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefi
     }
     char text[ID_STR_MAX];
     id_format(id, prefix, text);
-    separate(w); /* the value after its key: no comma */
     put_quoted(w, text, strlen(text));
 }
 
@@ -288,6 +287,5 @@ void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us
     char text[RFC3339_STR_MAX];
     format_rfc3339_ms(unix_us, text);
     jw_key_n(w, key, key_len);
-    separate(w); /* the value after its key: no comma */
     put_quoted(w, text, strlen(text));
 }

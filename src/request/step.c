@@ -8,7 +8,7 @@ typedef struct pending_write {
     write_job_fn fn;
     request_step next;
     void *ctx;        /* fn's and next's */
-    bool answers;     /* the request had no answer when the job was queued */
+    bool unanswered;  /* the request had no answer when the job was queued */
     int header_count; /* the response's headers then */
 } pending_write;
 
@@ -21,7 +21,7 @@ typedef struct pending_write {
 static int run_request_job(db_conn *db, void *arg)
 {
     pending_write *w = arg;
-    if (w->answers)
+    if (w->unanswered)
         reply_forget(w->req, w->header_count);
     return w->fn(db, w->ctx);
 }
