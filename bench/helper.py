@@ -10,7 +10,6 @@
   wrk-parse FILE                     parse wrk --latency output into JSON
   wrk-record RESULTS NAME WRK BEFORE AFTER [TIMES]   record one wrk run (see measure in run.sh)
   keep-best RESULTS NAME             keep the fastest undisturbed run of NAME
-  keep-best-pair RESULTS NAME        keep it and the run of NAME_nginx right before it
   best-other-load RESULTS NAME       the least interference seen among NAME's runs, in %
   batches PORT / batch-delta ...     write jobs and commits from /metrics
   fsync-probe DIR N                  time N fdatasync calls after overwriting 4 KiB
@@ -135,51 +134,21 @@ def cmd_wait_quiet(max_seconds, threshold_pct):
     print(json.dumps({"waited_s": round(time.time() - start, 1), "load_pct": round(load, 1)}))
 
 
-def best_run(runs):
-    """The index of the fastest run among those with little other load (≤ 15 % of the CPUs),
-    else of the least disturbed one."""
-    clean = [i for i, r in enumerate(runs) if (r.get("other_cpu_pct") or 0) <= 15]
-    if clean:
-        return max(clean, key=lambda i: runs[i].get("rps") or 0)
-    return min(range(len(runs)), key=lambda i: runs[i].get("other_cpu_pct") or 0)
-
-
-def keep_runs(results, chosen):
-    """Keep, of each name in `chosen`, only the run at the index it gives; every run's req/s
-    stays listed in the kept record's `runs`."""
-    rows = [json.loads(l) for l in open(results)]
-    kept = []
-    for name, index in chosen.items():
-        mine = [r for r in rows if r.get("name") == name]
-        if mine:
-            mine[index]["runs"] = [r.get("rps") for r in mine]
-            kept.append(mine[index])
-    rows = [r for r in rows if r.get("name") not in chosen] + kept
-    with open(results, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-
-
 def cmd_keep_best(results, name):
-    """Keep one record of `name`: its best run (best_run). All runs' req/s stay listed."""
-    mine = [json.loads(l) for l in open(results) if json.loads(l).get("name") == name]
-    if mine:
-        keep_runs(results, {name: best_run(mine)})
-
-
-def cmd_keep_best_pair(results, name):
-    """Keep the best run of `name` (best_run) and the run of `name`_nginx made right before it:
-    the k-th runs of the two names are a pair (run.sh's measure runs them back to back)."""
+    """Keep one record of `name`: the fastest run among those with little other load (≤ 15 %
+    of the CPUs), else the least disturbed one. All runs' req/s stay listed in `runs`."""
     rows = [json.loads(l) for l in open(results)]
     mine = [r for r in rows if r.get("name") == name]
     if not mine:
         return
-    k = best_run(mine)
-    pairs = [r for r in rows if r.get("name") == name + "_nginx"]
-    chosen = {name: k}
-    if k < len(pairs):
-        chosen[name + "_nginx"] = k
-    keep_runs(results, chosen)
+    clean = [r for r in mine if (r.get("other_cpu_pct") or 0) <= 15]
+    best = max(clean, key=lambda r: r.get("rps") or 0) if clean else \
+        min(mine, key=lambda r: r.get("other_cpu_pct") or 0)
+    best["runs"] = [r.get("rps") for r in mine]
+    rows = [r for r in rows if r.get("name") != name] + [best]
+    with open(results, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
 
 
 def cmd_best_other_load(results, name):
@@ -517,13 +486,6 @@ def cmd_render(results_path, out_path):
     def rps_at_least(rps):
         return f"≥ {rps:,}/s", lambda r: (r.get("rps") or 0) >= rps
 
-    def runs_text(r):
-        text = ", ".join(fmt(x) for x in r.get("runs", []))
-        pair = rs.get(r["name"] + "_nginx") if r.get("name") else None
-        if pair and pair.get("runs"):
-            text += "; nginx beside: " + ", ".join(fmt(x) for x in pair["runs"])
-        return text
-
     def row(label, key, *targets):
         r = rs.get(key)
         if not r:
@@ -542,15 +504,14 @@ def cmd_render(results_path, out_path):
           f"{fmt(r.get('switches_per_req'))} | "
           f"{fmt(r.get('vmhwm_kb', 0) / 1024 if r.get('vmhwm_kb') else None, 1)} | "
           f"{fmt(r.get('other_cpu_pct'), 0)} | "
-          f"{runs_text(r)} | {t} |")
+          f"{', '.join(fmt(x) for x in r.get('runs', []))} | {t} |")
 
     w("### Throughput (wrk)")
     w("")
     w("*× nginx beside* is the row's req/s divided by the req/s of nginx answering a static 200 "
       "(`return 200`, 2 workers, keep-alive, no access log) under the same wrk load and "
-      "duration, run right before each of the row's own runs: the one right before the run the "
-      "row keeps (its req/s in parentheses; every nginx run beside the row is listed after the "
-      "row's own runs); the pipeline issue's targets are judged on it. *× nginx "
+      "duration, run right before each of the row's own runs and kept the same way (its fastest "
+      "undisturbed run, its req/s in parentheses); the pipeline issue's targets are judged on it. *× nginx "
       "at start* divides by the first row instead, nginx measured alone at the start of the run "
       "(10 s): the same yardstick minutes away from the row, shown for comparison. For nginx, "
       "*CPU/req*, *switches/req* and *peak RSS* are summed over its master and workers. The "

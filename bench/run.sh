@@ -159,10 +159,9 @@ wrk_once() { # name duration pids [BENCH_VAR=value...] -- wrk-args...
 # measurement runs REPEAT times (plus once more when other work disturbed every run), and the
 # fastest undisturbed run is kept; all runs are listed in RESULTS.md.
 # Each payd run is paired with a run of nginx (a static 200, the same wrk load and duration)
-# right before it, recorded as NAME_nginx; the row keeps the nginx run paired with its kept run:
-# a row's ratio to nginx compares two figures taken seconds apart, not payd's now with nginx's
-# minutes ago (nginx alone moved between 96k and 129k req/s within one hour on this VM), nor
-# with nginx's fastest of the row's pairs (which moved 100k-133k within one run).
+# right before it, recorded as NAME_nginx and kept the same way: a row's ratio to nginx compares
+# two figures taken seconds apart, not payd's now with nginx's minutes ago (nginx alone moved
+# between 96k and 129k req/s within one hour on this VM).
 QUIET_WAIT=${BENCH_QUIET_WAIT:-15}
 REPEAT=${BENCH_REPEAT:-2}
 measure() { # name duration [BENCH_VAR=value...] -- wrk-args...
@@ -186,11 +185,8 @@ measure() { # name duration [BENCH_VAR=value...] -- wrk-args...
       note "$name: other work disturbed every run (best: $other% of the CPUs); once more"
     fi
   done
-  if [ "$name" = nginx_static ] || [ -n "${UNPAIRED:-}" ]; then
-    "${H[@]}" keep-best "$RESULTS" "$name"
-  else
-    "${H[@]}" keep-best-pair "$RESULTS" "$name"
-  fi
+  "${H[@]}" keep-best "$RESULTS" "$name"
+  [ "$name" = nginx_static ] || [ -n "${UNPAIRED:-}" ] || "${H[@]}" keep-best "$RESULTS" "${name}_nginx"
 }
 
 URL() { echo "http://127.0.0.1:$PORT$1"; }
