@@ -486,6 +486,13 @@ def cmd_render(results_path, out_path):
     def rps_at_least(rps):
         return f"≥ {rps:,}/s", lambda r: (r.get("rps") or 0) >= rps
 
+    def runs_text(r):
+        text = ", ".join(fmt(x) for x in r.get("runs", []))
+        pair = rs.get(r["name"] + "_nginx") if r.get("name") else None
+        if pair and pair.get("runs"):
+            text += "; nginx beside: " + ", ".join(fmt(x) for x in pair["runs"])
+        return text
+
     def row(label, key, *targets):
         r = rs.get(key)
         if not r:
@@ -504,14 +511,15 @@ def cmd_render(results_path, out_path):
           f"{fmt(r.get('switches_per_req'))} | "
           f"{fmt(r.get('vmhwm_kb', 0) / 1024 if r.get('vmhwm_kb') else None, 1)} | "
           f"{fmt(r.get('other_cpu_pct'), 0)} | "
-          f"{', '.join(fmt(x) for x in r.get('runs', []))} | {t} |")
+          f"{runs_text(r)} | {t} |")
 
     w("### Throughput (wrk)")
     w("")
     w("*× nginx beside* is the row's req/s divided by the req/s of nginx answering a static 200 "
       "(`return 200`, 2 workers, keep-alive, no access log) under the same wrk load and "
       "duration, run right before each of the row's own runs and kept the same way (its fastest "
-      "undisturbed run, its req/s in parentheses); the pipeline issue's targets are judged on it. *× nginx "
+      "undisturbed run, its req/s in parentheses, every one listed after the row's own runs); "
+      "the pipeline issue's targets are judged on it. *× nginx "
       "at start* divides by the first row instead, nginx measured alone at the start of the run "
       "(10 s): the same yardstick minutes away from the row, shown for comparison. For nginx, "
       "*CPU/req*, *switches/req* and *peak RSS* are summed over its master and workers. The "
