@@ -42,12 +42,8 @@ static void job_finished(write_job *job)
 }
 
 #define MAX_READERS 1024
-/* SQLite: the writer checkpoints once the WAL holds this many pages, unless store_options say.
- * A checkpoint copies each page once however often the WAL holds it, so the fewer checkpoints
- * the less work per write: 4,000 instead of SQLite's 1,000 gave ~6-9 % more fresh-key payments
- * (alternating rounds, bench/RESULTS.md) for a longer pause every 16 MB of WAL (p99 of those
- * runs 14-20 ms instead of 10-14 ms). */
-#define CHECKPOINT_PAGES 4000
+/* SQLite checkpoints once the WAL holds this many pages (its own default) */
+#define WAL_CHECKPOINT_PAGES 1000
 
 /* An SQLite reader connection and which thread may use it (see "readers" below). */
 enum { READER_FREE, READER_IN_USE, READER_PARKED, READER_ENDING };
@@ -696,8 +692,6 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         s->opt.pool_timeout_ms = 5000;
     if (s->opt.idle_timeout_ms <= 0)
         s->opt.idle_timeout_ms = 60000;
-    if (s->opt.checkpoint_pages <= 0)
-        s->opt.checkpoint_pages = CHECKPOINT_PAGES;
     snprintf(s->url, sizeof s->url, "%s", opt->url);
     s->opt.url = s->url;
     if (opt->application_name)
@@ -731,7 +725,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         return NULL;
     }
     s->writer_db = first;
-    db_checkpoint_at(first, s->opt.checkpoint_pages, end_parked_snapshots, s);
+    db_checkpoint_at(first, WAL_CHECKPOINT_PAGES, end_parked_snapshots, s);
     pthread_create(&s->writer, NULL, writer_main, s);
     pthread_setname_np(s->writer, "db-writer"); /* what `top -H` shows */
     s->writer_started = true;

@@ -65,7 +65,6 @@ typedef struct store_options {
     const char *url;
     int max_batch;    /* jobs per transaction; 1 = one transaction per job (the naive way) */
     int writer_conns; /* PostgreSQL: connections in the write pool when max_connections is 0 */
-    int checkpoint_pages; /* SQLite: the WAL's size, in pages, that starts a checkpoint; 0: 4,000 */
     /* PostgreSQL only: */
     int max_connections;     /* readers and writers together (a quarter write, at most cores + 1);
                               * 0: 2 × writer_conns */

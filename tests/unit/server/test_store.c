@@ -183,23 +183,20 @@ typedef struct temp_db {
     store *s;
 } temp_db;
 
-static void temp_db_open_with(temp_db *t, int max_batch, int checkpoint_pages)
+static void temp_db_open_batching(temp_db *t, int max_batch)
 {
     snprintf(t->path, sizeof t->path, "/tmp/payd-store-test-XXXXXX");
     close(mkstemp(t->path));
     char err[256];
-    store_options opt = {
-        .url = t->path, .max_batch = max_batch, .checkpoint_pages = checkpoint_pages};
+    store_options opt = {.url = t->path, .max_batch = max_batch};
     t->s = store_open(&opt, err, sizeof err);
     assert_non_null(t->s);
     assert_int_equal(store_write(t->s, make_accounts, NULL), 0);
 }
 
-/* Checkpoints at SQLite's own 1,000 pages, so that the tests below see them after a few
- * thousand pages. */
 static void temp_db_open(temp_db *t)
 {
-    temp_db_open_with(t, 64, 1000);
+    temp_db_open_batching(t, 64);
 }
 
 static void temp_db_close(temp_db *t)
@@ -525,7 +522,7 @@ static void test_a_round_with_unsynced_jobs_stays_within_max_batch(void **state)
 {
     (void)state;
     temp_db t;
-    temp_db_open_with(&t, 4, 1000);
+    temp_db_open_batching(&t, 4);
     writer_gate g;
     writer_gate_close(t.s, &g);
 
