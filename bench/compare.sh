@@ -18,11 +18,13 @@ IFS='|' read -ra SETTINGS <<<"${ENVS:-}"
 [ ${#SETTINGS[@]} -gt 0 ] || SETTINGS=("")
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# the machine's stolen and total CPU ticks
 steal_ticks() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 
 # one_run BIN SETTING: prints "req/s p99 µs-per-payment steal%"
 one_run() {
-  local bin=$1 setting=$2 work port out uid acct pid c0 t1 s0 t0 s1 steal_total wrk_out rps p99 paid
+  local bin=$1 setting=$2 work port out uid acct pid cpu0 cpu1 steal0 total0 steal1 total1
+  local wrk_out rps p99 paid
   work=$(mktemp -d)
   port=$("${H[@]}" free-port)
   out=$("$bin" user create bench --rate-limit 100000000/s --db "$work/db.sqlite")
@@ -35,20 +37,20 @@ one_run() {
     --access-log=true 2>"$work/log" &
   pid=$!
   "${H[@]}" wait-ready "$port" 15
-  read -r s0 t0 <<<"$(steal_ticks)"
-  c0=$(cpu_ticks "$pid")
+  read -r steal0 total0 <<<"$(steal_ticks)"
+  cpu0=$(cpu_ticks "$pid")
   wrk_out=$(BENCH_ACCOUNT=$acct BENCH_NONCE=$RANDOM$RANDOM wrk -t2 -c64 -d"${DURATION:-4s}" \
     --latency -s bench/wrk/post_payments.lua "http://127.0.0.1:$port/")
-  t1=$(cpu_ticks "$pid")
-  read -r s1 steal_total <<<"$(steal_ticks)"
+  cpu1=$(cpu_ticks "$pid")
+  read -r steal1 total1 <<<"$(steal_ticks)"
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$wrk_out")
   p99=$(awk '$1 == "99%" {print $2}' <<<"$wrk_out")
   paid=$(grep -c '"status":201' "$work/log" || true)
   rm -rf "$work"
-  awk -v r="$rps" -v p="$p99" -v c=$((t1 - c0)) -v n="$paid" -v s=$((s1 - s0)) \
-    -v t=$((steal_total - t0)) -v hz="$(getconf CLK_TCK)" \
+  awk -v r="$rps" -v p="$p99" -v c=$((cpu1 - cpu0)) -v n="$paid" -v s=$((steal1 - steal0)) \
+    -v t=$((total1 - total0)) -v hz="$(getconf CLK_TCK)" \
     'BEGIN { printf "%s %s %.1f %d\n", r, p, n ? c * 1e6 / hz / n : 0, t ? 100 * s / t : 0 }'
 }
 
