@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layer order of src/, and its check: every `#include "dir/..."` in src/ must point to its
-own directory or to one below it. Prints one line per offending include (file:line and the
-rule) and exits 1; exits 0 when every include points down.
+own directory or to one below it, and the libraries that one layer wraps are included there
+only. Prints one line per offending include (file:line and the rule) and exits 1; exits 0 when
+every include points down.
 
 usage: check-layers.py [ROOT]    (ROOT: the source tree, by default this script's parent's)
 
@@ -32,6 +33,15 @@ APART = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/')
+
+# Libraries that one layer wraps for the rest, so the choice of library is made in one place:
+# the header, and the only directory whose files may include it.
+LIBRARY_HOMES = {
+    "microhttpd.h": "http",     # http/server.h is the HTTP server for every other layer
+    "sqlite3.h": "store",       # store/db.h speaks for both databases
+    "libpq-fe.h": "store",
+}
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 
 
 def allowed_for(unit):
@@ -82,6 +92,12 @@ def main():
                             "scripts/check-layers.py")
             continue
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            lib = SYSTEM_INCLUDE.match(line)
+            home = LIBRARY_HOMES.get(lib.group(1)) if lib else None
+            if home and unit != home:
+                problems.append(f"{name}:{n}: includes <{lib.group(1)}>, which only {home}/ "
+                                f"may: the other layers use {home}/'s headers")
+                continue
             m = INCLUDE.match(line)
             if not m or m.group(1) in allowed:
                 continue

@@ -34,6 +34,7 @@ struct http_exchange {
     /* the answer given (http_exchange_respond), not yet sent */
     bool answered;
     bool close_after; /* answered before the body: the connection closes after it */
+    bool drop;        /* http_exchange_drop: closed with no answer */
     http_response answer;
     http_header answer_headers[HTTP_MAX_ANSWER_HEADERS];
 };
@@ -182,6 +183,11 @@ void http_exchange_respond(http_exchange *ex, const http_response *r)
     ex->answered = true;
 }
 
+void http_exchange_drop(http_exchange *ex)
+{
+    ex->drop = true;
+}
+
 void http_exchange_suspend(http_exchange *ex)
 {
     MHD_suspend_connection(ex->conn);
@@ -196,8 +202,8 @@ void http_exchange_resume(http_exchange *ex)
  * result. On the connection's thread. */
 static enum MHD_Result send_answer(http_exchange *ex)
 {
-    if (!ex->answered)
-        return MHD_NO;
+    if (!ex->answered || ex->drop)
+        return MHD_NO; /* the library closes the connection */
     const http_response *r = &ex->answer;
     struct MHD_Response *resp =
         r->body ? MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE)
@@ -464,16 +470,20 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
      * handlers enforce their own limits (max_header_bytes, max_query_args). 8 KiB above the
      * header limit leaves room for the request line, the parsed arguments and the answer's
      * headers; a header block past it gets the library's own 431. */
-    size_t pool = (size_t)limits->max_header_bytes + 8192;
+    size_t pool_bytes = (size_t)limits->max_header_bytes + 8192;
+    /* one thread is the daemon's own, no pool: the library warns about a pool of one */
+    struct MHD_OptionItem pool[] = {
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL},
+        {MHD_OPTION_END, 0, NULL}};
     s->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
             MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, s,
-        MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_ARRAY, pool, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)((limits->idle_timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
-        library_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
+        library_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s", listen_on);
         close(listener);

@@ -102,6 +102,9 @@ typedef struct http_response {
     size_t header_count;
 } http_response;
 void http_exchange_respond(http_exchange *ex, const http_response *r);
+/* Instead of an answer: the connection is closed without a word, which a client cannot tell
+ * from a peer that crashed. For test servers that play one (the processor simulator). */
+void http_exchange_drop(http_exchange *ex);
 /* Waits: the connection's thread serves others until http_exchange_resume (any thread, once the
  * answer is given). After resume the exchange belongs to its connection's thread again. */
 void http_exchange_suspend(http_exchange *ex);

@@ -2,11 +2,10 @@
  * `--processor http://HOST:PORT` against a processor that can be slowed down, broken and
  * restarted on its own. The charging logic is the simulator's; this file only speaks HTTP.
  *
- * Each connection has a thread of its own: the simulator blocks on its latency sleeps and on
- * store_write, which would stall every other connection on a shared event loop. */
-#include <arpa/inet.h>
+ * It is served by payd's own HTTP layer (http/server.h). Each request is answered on a thread of
+ * its own, its exchange suspended meanwhile: the simulator blocks on its latency sleeps and on
+ * store_write, which would stall every other connection on the event loop's thread. */
 #include <jansson.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -17,6 +16,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "http/server.h"
 #include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/simulator.h"
@@ -40,39 +40,43 @@ typedef struct sim_server {
     /* charge and refund requests being answered now, and the most at once since start (GET
      * /concurrency): how a test sees whether payd's calls overlapped */
     atomic_int held[2], most_held[2]; /* [CHARGE], [REFUND] */
+    /* request threads running: the server stops only when none is left */
+    pthread_mutex_t threads_lock;
+    pthread_cond_t threads_done;
+    int threads;
 } sim_server;
 
-/* One request's body, gathered over the access handler's calls. */
+/* One request, as read on its connection's thread and then answered on a thread of its own. */
 typedef struct sim_request {
-    char *body;
+    sim_server *srv;
+    http_exchange *ex;
+    char *method, *path, *key, *query_key; /* key: the Idempotency-Key header */
+    const char *body;                      /* the exchange's, which outlives the answer */
     size_t len;
     bool too_large;
 } sim_request;
 
+/* An answer: a status and a JSON body, or a connection closed without a word. */
+typedef struct sim_answer {
+    int status;
+    char *body;
+    bool drop;
+} sim_answer;
+
 /* ---- answers ---- */
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, json_t *body)
+static sim_answer reply(int status, json_t *body)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text)
-        return MHD_NO;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result rc = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return rc;
+        return (sim_answer){.drop = true}; /* out of memory: as a crash would */
+    return (sim_answer){.status = status, .body = text};
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status, const char *code,
-                                   const char *message)
+static sim_answer reply_error(int status, const char *code, const char *message)
 {
-    return reply(conn, status, json_pack("{s:s, s:s}", "error", code, "message", message));
+    return reply(status, json_pack("{s:s, s:s}", "error", code, "message", message));
 }
 
 static json_t *charge_json(const proc_result *r)
@@ -99,18 +103,17 @@ static bool refund_exists(store *s, const char *key)
 /* The simulator said "unavailable". When nothing was recorded that is a plain 5xx (down, or
  * --fail-before). When the charge or refund was recorded its answer is being lost
  * (--fail-after, tok_lostResponse): half the time as a 500, half the time by closing the
- * connection without a word, which the client cannot tell from a crash of the processor.
- * Returning MHD_NO from the access handler is what closes it. */
-static enum MHD_Result lose_answer(sim_server *srv, struct MHD_Connection *conn, bool recorded)
+ * connection without a word, which the client cannot tell from a crash of the processor. */
+static sim_answer lose_answer(sim_server *srv, bool recorded)
 {
     if (recorded && srv->lose_by != LOSE_BY_500) {
         pthread_mutex_lock(&srv->dice_lock);
         bool drop = srv->lose_by == LOSE_BY_DROP || rand_r(&srv->dice) % 2 == 0;
         pthread_mutex_unlock(&srv->dice_lock);
         if (drop)
-            return MHD_NO;
+            return (sim_answer){.drop = true};
     }
-    return reply_error(conn, 500, "processor_unavailable", "the processor failed; retry");
+    return reply_error(500, "processor_unavailable", "the processor failed; retry");
 }
 
 /* ---- the protocol ---- */
@@ -125,167 +128,225 @@ static void call_arrived(sim_server *srv, int kind)
         ;
 }
 
-static enum MHD_Result post_charge(sim_server *srv, struct MHD_Connection *conn, const char *key,
-                                   json_t *body)
+static sim_answer post_charge(sim_server *srv, const char *key, json_t *body)
 {
     json_t *amount = json_object_get(body, "amount");
     const char *currency = json_string_value(json_object_get(body, "currency"));
     const char *source = json_string_value(json_object_get(body, "source"));
     if (!json_is_integer(amount) || !currency || !source)
-        return reply_error(conn, 400, "invalid_request",
+        return reply_error(400, "invalid_request",
                            "send {\"amount\": int, \"currency\": string, \"source\": string}");
     proc_result r = sim_charge(srv->store, &srv->faults, SLOW_TOKEN_MS, key,
                                json_integer_value(amount), currency, source);
     if (r.status == PROC_UNAVAILABLE) {
         proc_result found = sim_find_charge(srv->store, key);
-        return lose_answer(srv, conn,
-                           found.status == PROC_APPROVED || found.status == PROC_DECLINED);
+        return lose_answer(srv, found.status == PROC_APPROVED || found.status == PROC_DECLINED);
     }
-    return reply(conn, 200, charge_json(&r));
+    return reply(200, charge_json(&r));
 }
 
-static enum MHD_Result get_charge(sim_server *srv, struct MHD_Connection *conn)
+static sim_answer get_charge(sim_server *srv, const char *key)
 {
-    const char *key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "idempotency_key");
     if (!key || !*key)
-        return reply_error(conn, 400, "invalid_request", "send ?idempotency_key=K");
+        return reply_error(400, "invalid_request", "send ?idempotency_key=K");
     proc_result r = sim_find_charge(srv->store, key);
     if (r.status == PROC_NOT_FOUND)
-        return reply_error(conn, 404, "not_found", "no charge under this idempotency key");
+        return reply_error(404, "not_found", "no charge under this idempotency key");
     if (r.status == PROC_UNAVAILABLE)
-        return reply_error(conn, 500, "processor_unavailable", "cannot read the charges");
-    return reply(conn, 200, charge_json(&r));
+        return reply_error(500, "processor_unavailable", "cannot read the charges");
+    return reply(200, charge_json(&r));
 }
 
-static enum MHD_Result post_refund(sim_server *srv, struct MHD_Connection *conn, const char *key,
-                                   json_t *body)
+static sim_answer post_refund(sim_server *srv, const char *key, json_t *body)
 {
     json_t *amount = json_object_get(body, "amount");
     const char *charge_id = json_string_value(json_object_get(body, "charge_id"));
     if (!json_is_integer(amount) || !charge_id)
-        return reply_error(conn, 400, "invalid_request",
-                           "send {\"charge_id\": string, \"amount\": int}");
+        return reply_error(400, "invalid_request", "send {\"charge_id\": string, \"amount\": int}");
     proc_result r =
         sim_refund(srv->store, &srv->faults, key, charge_id, json_integer_value(amount));
     if (r.status == PROC_UNAVAILABLE)
-        return lose_answer(srv, conn, refund_exists(srv->store, key));
-    return reply(conn, 200, json_pack("{s:s, s:s}", "id", r.id, "status", "succeeded"));
+        return lose_answer(srv, refund_exists(srv->store, key));
+    return reply(200, json_pack("{s:s, s:s}", "id", r.id, "status", "succeeded"));
 }
 
-static enum MHD_Result get_concurrency(sim_server *srv, struct MHD_Connection *conn)
+static sim_answer get_concurrency(sim_server *srv)
 {
-    return reply(conn, 200,
-                 json_pack("{s:i, s:i, s:i, s:i}", "charges_in_flight",
-                           atomic_load(&srv->held[CHARGE]), "most_charges_in_flight",
-                           atomic_load(&srv->most_held[CHARGE]), "refunds_in_flight",
-                           atomic_load(&srv->held[REFUND]), "most_refunds_in_flight",
-                           atomic_load(&srv->most_held[REFUND])));
+    return reply(200, json_pack("{s:i, s:i, s:i, s:i}", "charges_in_flight",
+                                atomic_load(&srv->held[CHARGE]), "most_charges_in_flight",
+                                atomic_load(&srv->most_held[CHARGE]), "refunds_in_flight",
+                                atomic_load(&srv->held[REFUND]), "most_refunds_in_flight",
+                                atomic_load(&srv->most_held[REFUND])));
 }
 
-static enum MHD_Result get_stats(struct MHD_Connection *conn)
+static sim_answer get_stats(void)
 {
     int64_t charges, refunds, deduplicated;
     sim_stats(&charges, &refunds, &deduplicated);
-    return reply(conn, 200,
-                 json_pack("{s:I, s:I, s:I}", "charges", (json_int_t)charges, "refunds",
-                           (json_int_t)refunds, "deduplicated", (json_int_t)deduplicated));
+    return reply(200, json_pack("{s:I, s:I, s:I}", "charges", (json_int_t)charges, "refunds",
+                                (json_int_t)refunds, "deduplicated", (json_int_t)deduplicated));
 }
 
 /* Checks the key and the body common to both POSTs, then runs the operation. */
-static enum MHD_Result post(sim_server *srv, struct MHD_Connection *conn, sim_request *rq,
-                            bool charge)
+static sim_answer post(sim_server *srv, const sim_request *rq, bool charge)
 {
-    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
-    if (!key || !*key)
-        return reply_error(conn, 400, "idempotency_key_missing", "send an Idempotency-Key header");
+    if (!rq->key || !*rq->key)
+        return reply_error(400, "idempotency_key_missing", "send an Idempotency-Key header");
     if (rq->too_large)
-        return reply_error(conn, 413, "payload_too_large", "the body exceeds 64 KiB");
+        return reply_error(413, "payload_too_large", "the body exceeds 64 KiB");
     json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, 0, NULL);
     if (!json_is_object(body)) {
         json_decref(body);
-        return reply_error(conn, 400, "invalid_json", "the body must be a JSON object");
+        return reply_error(400, "invalid_json", "the body must be a JSON object");
     }
     int kind = charge ? CHARGE : REFUND;
     call_arrived(srv, kind);
-    enum MHD_Result rc =
-        charge ? post_charge(srv, conn, key, body) : post_refund(srv, conn, key, body);
+    sim_answer a = charge ? post_charge(srv, rq->key, body) : post_refund(srv, rq->key, body);
     atomic_fetch_sub(&srv->held[kind], 1);
     json_decref(body);
-    return rc;
+    return a;
 }
 
-static enum MHD_Result route(sim_server *srv, struct MHD_Connection *conn, const char *url,
-                             const char *method, sim_request *rq)
+static sim_answer route(sim_server *srv, const sim_request *rq)
 {
-    bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
-    if (!strcmp(url, "/charges")) {
+    bool is_get = !strcmp(rq->method, "GET"), is_post = !strcmp(rq->method, "POST");
+    const char *path = rq->path;
+    if (!strcmp(path, "/charges")) {
         if (is_post)
-            return post(srv, conn, rq, true);
+            return post(srv, rq, true);
         if (is_get)
-            return get_charge(srv, conn);
-    } else if (!strcmp(url, "/refunds")) {
+            return get_charge(srv, rq->query_key);
+    } else if (!strcmp(path, "/refunds")) {
         if (is_post)
-            return post(srv, conn, rq, false);
-    } else if (!strcmp(url, "/stats")) {
+            return post(srv, rq, false);
+    } else if (!strcmp(path, "/stats")) {
         if (is_get)
-            return get_stats(conn);
-    } else if (!strcmp(url, "/concurrency")) {
+            return get_stats();
+    } else if (!strcmp(path, "/concurrency")) {
         if (is_get)
-            return get_concurrency(srv, conn);
+            return get_concurrency(srv);
     } else {
-        return reply_error(conn, 404, "route_not_found", "no route matches this path");
+        return reply_error(404, "route_not_found", "no route matches this path");
     }
-    return reply_error(conn, 405, "method_not_allowed", "this path does not accept that method");
+    return reply_error(405, "method_not_allowed", "this path does not accept that method");
 }
 
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version, const char *upload_data,
-                                 size_t *upload_data_size, void **con_cls)
+/* ---- serving: payd's HTTP layer, a thread per request ---- */
+
+static const http_header json_headers[] = {{"Content-Type", "application/json"}};
+
+static void give_answer(http_exchange *ex, sim_answer a)
 {
-    sim_request *rq = *con_cls;
-    if (!rq) {
-        /* First call: headers only. Answering now would make libmicrohttpd close the
-         * connection, so the answer waits for a later call. */
-        rq = calloc(1, sizeof *rq);
-        if (!rq)
-            return MHD_NO;
-        *con_cls = rq;
-        return MHD_YES;
+    if (a.drop) {
+        http_exchange_drop(ex);
+        return;
     }
-    if (*upload_data_size) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (rq->too_large || rq->len + n > MAX_BODY_BYTES) {
-            rq->too_large = true;
-            return MHD_YES;
-        }
-        char *grown = realloc(rq->body, rq->len + n + 1);
-        if (!grown)
-            return MHD_NO;
-        rq->body = grown;
-        memcpy(rq->body + rq->len, upload_data, n);
-        rq->len += n;
-        rq->body[rq->len] = '\0';
-        return MHD_YES;
-    }
-    sim_server *srv = cls;
-    enum MHD_Result rc = route(srv, conn, url, method, rq);
-    /* Connection threads end, and libmicrohttpd reports a closed connection on its own thread,
-     * not the connection's: give back a reader this request opened while still on its thread,
-     * or the store (which holds only so many) would keep it until it closes. */
+    http_exchange_respond(ex, &(http_response){.status = a.status,
+                                               .body = a.body,
+                                               .len = strlen(a.body),
+                                               .headers = json_headers,
+                                               .header_count = 1});
+}
+
+static void thread_ended(sim_server *srv)
+{
+    pthread_mutex_lock(&srv->threads_lock);
+    if (--srv->threads == 0)
+        pthread_cond_broadcast(&srv->threads_done);
+    pthread_mutex_unlock(&srv->threads_lock);
+}
+
+static void *answer_request(void *arg)
+{
+    sim_request *rq = arg;
+    sim_server *srv = rq->srv;
+    http_exchange *ex = rq->ex;
+    give_answer(ex, route(srv, rq));
+    /* the store keeps a reader per thread, and this thread ends here */
     store_release_reader(srv->store);
-    return rc;
+    http_exchange_resume(ex); /* rq may be freed from here on */
+    thread_ended(srv);
+    return NULL;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
+static void *on_request_line(void *ctx, http_exchange *ex)
 {
-    sim_request *rq = *con_cls;
+    sim_request *rq = calloc(1, sizeof *rq);
+    if (rq) {
+        rq->srv = ctx;
+        rq->ex = ex;
+    }
+    return rq;
+}
+
+static void on_headers(void *req, http_exchange *ex, const http_head *head)
+{
+    sim_request *rq = req;
+    http_exchange_body_deadline(ex, "");
+    if (!rq) {
+        give_answer(ex, reply_error(503, "overloaded", "out of memory"));
+        return;
+    }
+    if (head->over_limit) {
+        give_answer(ex, reply_error(503, "overloaded", "too many connections"));
+        return;
+    }
+    rq->method = strdup(head->method);
+    rq->path = strdup(head->path);
+}
+
+static bool on_body(void *req, http_exchange *ex, const char *body, size_t len, bool too_large)
+{
+    sim_request *rq = req;
+    sim_server *srv = rq->srv;
+    const char *key = http_exchange_header(ex, "Idempotency-Key");
+    const char *query_key = http_exchange_query(ex, "idempotency_key");
+    rq->key = key ? strdup(key) : NULL;
+    rq->query_key = query_key ? strdup(query_key) : NULL;
+    rq->body = body;
+    rq->len = len;
+    rq->too_large = too_large;
+    pthread_mutex_lock(&srv->threads_lock);
+    srv->threads++;
+    pthread_mutex_unlock(&srv->threads_lock);
+    http_exchange_suspend(ex);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    bool started = pthread_create(&thread, &attr, answer_request, rq) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started) {
+        give_answer(ex, reply_error(503, "overloaded", "cannot start a thread for the request"));
+        http_exchange_resume(ex);
+        thread_ended(srv);
+    }
+    return true;
+}
+
+static void on_completed(void *req, http_exchange *ex)
+{
+    (void)ex;
+    sim_request *rq = req;
     if (!rq)
         return;
-    free(rq->body);
+    free(rq->method);
+    free(rq->path);
+    free(rq->key);
+    free(rq->query_key);
     free(rq);
-    *con_cls = NULL;
+}
+
+static void on_library_message(void *ctx, int status, const char *text)
+{
+    (void)ctx;
+    jsonw w;
+    log_begin(&w, "warn", "processor-sim: HTTP library message");
+    jw_key(&w, "status");
+    jw_int(&w, status);
+    jw_key(&w, "detail");
+    jw_string(&w, text);
+    log_end(&w);
 }
 
 /* ---- the command line ---- */
@@ -385,22 +446,6 @@ static int parse_args(int argc, char **argv, sim_options *o)
     return 0;
 }
 
-static bool parse_listen(const char *listen, struct sockaddr_in *addr)
-{
-    char host[128];
-    if (snprintf(host, sizeof host, "%s", listen) >= (int)sizeof host)
-        return false;
-    char *colon = strrchr(host, ':');
-    if (!colon)
-        return false;
-    *colon = '\0';
-    long long port;
-    if (!parse_count(colon + 1, 65535, &port))
-        return false;
-    *addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    return inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &addr->sin_addr) == 1;
-}
-
 /* A probability as a JSON number: the flags hold it in [0, 1], so it is always finite; 17 digits
  * give back the very double (as jansson writes reals). */
 static void write_probability(jsonw *w, double p)
@@ -410,12 +455,12 @@ static void write_probability(jsonw *w, double p)
     jw_raw(w, text, "0");
 }
 
-static void log_listening(const sim_options *o)
+static void log_listening(const sim_options *o, const char *listening_on)
 {
     jsonw w;
     log_begin(&w, "info", "processor-sim listening");
     jw_key(&w, "listen");
-    jw_string(&w, o->listen);
+    jw_string(&w, listening_on);
     jw_key(&w, "db");
     jw_string(&w, o->db);
     jw_key(&w, "latency_ms");
@@ -435,12 +480,6 @@ int processor_sim_main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
-    struct sockaddr_in addr;
-    if (!parse_listen(o.listen, &addr)) {
-        fprintf(stderr, "payd processor-sim: --listen must be IPv4-HOST:PORT, got '%s'\n",
-                o.listen);
-        return 2;
-    }
     /* a private SQLite file: the simulator opens many connections, which :memory: cannot share */
     if (strstr(o.db, ":memory:")) {
         fprintf(stderr, "payd processor-sim: --db must be a file, not :memory:\n");
@@ -450,11 +489,13 @@ int processor_sim_main(int argc, char **argv)
     sigset_t stop_signals;
     stop_signals_block(&stop_signals);
 
-    static sim_server srv; /* outlives every connection thread */
+    static sim_server srv; /* outlives every request thread */
     srv.faults = o.faults;
     srv.lose_by = o.lose_by;
     srv.dice = o.faults.seed ? o.faults.seed ^ 0x9e3779b9u : (unsigned)time(NULL);
     pthread_mutex_init(&srv.dice_lock, NULL);
+    pthread_mutex_init(&srv.threads_lock, NULL);
+    pthread_cond_init(&srv.threads_done, NULL);
     char err[512];
     store_options opt = {.url = o.db, .max_batch = 256, .writer_conns = 1};
     srv.store = store_open(&opt, err, sizeof err);
@@ -463,17 +504,31 @@ int processor_sim_main(int argc, char **argv)
         return 1;
     }
 
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL, on_access,
-        &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, &srv, MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        1024u, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "payd processor-sim: cannot listen on %s\n", o.listen);
+    http_handlers handlers = {.ctx = &srv,
+                              .request_line = on_request_line,
+                              .headers = on_headers,
+                              .body = on_body,
+                              .completed = on_completed,
+                              .message = on_library_message};
+    http_limits limits = {.threads = 1,
+                          .idle_timeout_ms = 60000,
+                          .max_header_bytes = 8192,
+                          .max_body = MAX_BODY_BYTES,
+                          .max_query_args = 16,
+                          .guard = {.header_timeout_ms = 30000,
+                                    .body_timeout_ms = 30000,
+                                    .request_timeout_ms = 60000,
+                                    .max_connections = 4096}};
+    char listen_on[160];
+    snprintf(listen_on, sizeof listen_on, "%s", o.listen);
+    http_server *server =
+        http_server_start(listen_on, sizeof listen_on, &limits, &handlers, err, sizeof err);
+    if (!server) {
+        fprintf(stderr, "payd processor-sim: %s\n", err);
         store_close(srv.store);
         return 1;
     }
-    log_listening(&o);
+    log_listening(&o, listen_on);
 
     int sig = stop_signals_wait(&stop_signals);
     jsonw line;
@@ -481,7 +536,12 @@ int processor_sim_main(int argc, char **argv)
     jw_key(&line, "signal");
     jw_int(&line, sig);
     log_end(&line);
-    MHD_stop_daemon(d); /* waits for every connection thread */
+    http_server_quiesce(server);
+    pthread_mutex_lock(&srv.threads_lock); /* every request thread answers and resumes first */
+    while (srv.threads > 0)
+        pthread_cond_wait(&srv.threads_done, &srv.threads_lock);
+    pthread_mutex_unlock(&srv.threads_lock);
+    http_server_stop(server);
     store_close(srv.store);
     pthread_mutex_destroy(&srv.dice_lock);
     return 0;

@@ -67,6 +67,23 @@ def test_http_may_not_use_the_request_layer(tmp_path):
     assert "request/ is above http" in r.stdout
 
 
+def test_a_wrapped_library_is_included_in_its_layer_only(tmp_path):
+    root = tree(tmp_path, {
+        "http/server.c": "#include <microhttpd.h>\n",
+        "store/db.c": "#include <sqlite3.h>\n#include <libpq-fe.h>\n",
+        "processor/sim.c": "#include <stdio.h>\n#include <microhttpd.h>\n",
+        "api/x.c": " # include <sqlite3.h>\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        "src/api/x.c:1: includes <sqlite3.h>, which only store/ may: the other layers use "
+        "store/'s headers",
+        "src/processor/sim.c:2: includes <microhttpd.h>, which only http/ may: the other layers "
+        "use http/'s headers",
+    ]
+
+
 def test_client_and_cli_use_core_only(tmp_path):
     root = tree(tmp_path, {
         "client/a.c": '#include "store/db.h"\n',
