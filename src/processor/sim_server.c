@@ -40,10 +40,13 @@ typedef struct sim_server {
     /* charge and refund requests being answered now, and the most at once since start (GET
      * /concurrency): how a test sees whether payd's calls overlapped */
     atomic_int held[2], most_held[2]; /* [CHARGE], [REFUND] */
-    /* request threads running: the server stops only when none is left */
+    /* requests handed to a thread of their own and not yet completed (answered and sent, or
+     * left by their client): the server stops only when none is left, and once it is stopping
+     * takes no more (a request on a connection still open is answered 503 at once) */
     pthread_mutex_t threads_lock;
     pthread_cond_t threads_done;
     int threads;
+    bool stopping;
 } sim_server;
 
 /* One request, as read on its connection's thread and then answered on a thread of its own. */
@@ -54,6 +57,7 @@ typedef struct sim_request {
     const char *body;                      /* the exchange's, which outlives the answer */
     size_t len;
     bool too_large;
+    bool threaded; /* counted in srv->threads until it completes */
 } sim_request;
 
 /* An answer: a status and a JSON body, or a connection closed without a word. */
@@ -248,7 +252,7 @@ static void give_answer(http_exchange *ex, sim_answer a)
                                                .header_count = 1});
 }
 
-static void thread_ended(sim_server *srv)
+static void thread_completed(sim_server *srv)
 {
     pthread_mutex_lock(&srv->threads_lock);
     if (--srv->threads == 0)
@@ -265,7 +269,6 @@ static void *answer_request(void *arg)
     /* the store keeps a reader per thread, and this thread ends here */
     store_release_reader(srv->store);
     http_exchange_resume(ex); /* rq may be freed from here on */
-    thread_ended(srv);
     return NULL;
 }
 
@@ -307,8 +310,14 @@ static bool on_body(void *req, http_exchange *ex, const char *body, size_t len, 
     rq->len = len;
     rq->too_large = too_large;
     pthread_mutex_lock(&srv->threads_lock);
-    srv->threads++;
+    bool stopping = srv->stopping;
+    srv->threads += !stopping;
     pthread_mutex_unlock(&srv->threads_lock);
+    rq->threaded = !stopping;
+    if (stopping) {
+        give_answer(ex, reply_error(503, "shutting_down", "the processor is stopping"));
+        return false;
+    }
     http_exchange_suspend(ex);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -319,7 +328,6 @@ static bool on_body(void *req, http_exchange *ex, const char *body, size_t len, 
     if (!started) {
         give_answer(ex, reply_error(503, "overloaded", "cannot start a thread for the request"));
         http_exchange_resume(ex);
-        thread_ended(srv);
     }
     return true;
 }
@@ -330,6 +338,8 @@ static void on_completed(void *req, http_exchange *ex)
     sim_request *rq = req;
     if (!rq)
         return;
+    if (rq->threaded)
+        thread_completed(rq->srv);
     free(rq->method);
     free(rq->path);
     free(rq->key);
@@ -537,7 +547,8 @@ int processor_sim_main(int argc, char **argv)
     jw_int(&line, sig);
     log_end(&line);
     http_server_quiesce(server);
-    pthread_mutex_lock(&srv.threads_lock); /* every request thread answers and resumes first */
+    pthread_mutex_lock(&srv.threads_lock); /* every request in a thread is answered and sent */
+    srv.stopping = true;
     while (srv.threads > 0)
         pthread_cond_wait(&srv.threads_done, &srv.threads_lock);
     pthread_mutex_unlock(&srv.threads_lock);

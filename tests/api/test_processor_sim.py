@@ -277,6 +277,33 @@ def test_stops_cleanly_and_keeps_its_charges(start_sim, tmp_path):
     assert again.stats() == {"charges": 0, "refunds": 0, "deduplicated": 1}
 
 
+def test_stopping_answers_calls_in_flight_and_refuses_new_ones(start_sim):
+    """SIGTERM while a charge is being answered: that charge is answered and kept, a request on a
+    connection still open meanwhile is refused 503, and the process exits 0."""
+    import threading
+    sim = start_sim(["--latency-ms", "1500"])
+    idle = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=30)
+    idle.request("GET", "/stats")
+    assert idle.getresponse().read()  # keep-alive: this connection stays open
+    answers = []
+    slow = threading.Thread(target=lambda: answers.append(sim.charge("in-flight")))
+    slow.start()
+    time.sleep(0.5)  # the charge is in its latency sleep
+    sim.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    idle.request("POST", "/charges", body=json.dumps(VISA).encode(),
+                 headers={"Idempotency-Key": "late", "Content-Type": "application/json"})
+    late = idle.getresponse()
+    assert late.status == 503 and json.loads(late.read())["error"] == "shutting_down"
+    idle.close()
+    slow.join(30)
+    assert answers and answers[0][0] == 200 and answers[0][1]["status"] == "succeeded", answers
+    assert sim.proc.wait(15) == 0
+    again = start_sim(port=sim.port, db=sim.db)
+    assert again.find("in-flight") == (200, answers[0][1])
+    assert again.find("late")[0] == 404
+
+
 def test_bad_flags():
     out = subprocess.run([PAYD, "processor-sim", "--fail-after", "2"], capture_output=True,
                          timeout=30)
