@@ -33,7 +33,8 @@ typedef struct app {
     struct worker_pool *workers;
     struct http_server *http;
     atomic_bool shutting_down;
-    atomic_int in_flight; /* requests handed to workers and not yet answered */
+    atomic_int in_flight; /* requests that waited (suspended) and have not completed: answered
+                           * and sent, or left by their client */
 } app;
 
 /* Whether this node holds its node id, so it can issue ids (and so write). */

@@ -190,12 +190,10 @@ static void answer(request *req)
 /* The request has its answer and its key is settled: its connection's thread sends it. */
 static void resume(request *req)
 {
-    app *a = req->app;
     if (req->status >= 500)
         log_failed_request(req);
     answer(req);
-    atomic_fetch_sub(&a->in_flight, 1);
-    http_exchange_resume(req->exchange);
+    http_exchange_resume(req->exchange); /* in_flight counts it until it completes */
 }
 
 static void settle_on_worker(void *item)
@@ -511,6 +509,8 @@ static void on_completed(void *obj, http_exchange *ex)
 {
     request *req = obj;
     app *a = req->app;
+    if (req->runner) /* it waited: its answer is sent (or its client left), so shutdown may go on */
+        atomic_fetch_sub(&a->in_flight, 1);
     if (http_exchange_timed_out(ex))
         req->status = 408; /* the guard answered */
     else if (!req->status) /* libmicrohttpd answered this one itself (framing, headers too large) */
@@ -602,7 +602,8 @@ void pipeline_stop(app *a)
             nanosleep(&ts, NULL);
         }
     }
-    /* resumed connections get a moment to send their answers */
+    /* requests answered on the HTTP threads meanwhile (503 shutting_down among them) get a
+     * moment to be sent; those that waited were counted until theirs was */
     struct timespec ts = {0, 100 * 1000 * 1000};
     worker_pool_stop(a->workers); /* runs anything still queued, so nothing is left half-done */
     a->workers = NULL;
