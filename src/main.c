@@ -150,6 +150,18 @@ static bool cli_lease_ids(store *s)
     return cli_lease != NULL;
 }
 
+/* The store, with a node id leased for the ids this command makes; NULL (said why) when either
+ * fails. cli_close gives both back. */
+static store *open_store_for_ids(int argc, char **argv)
+{
+    store *s = open_store(argc, argv);
+    if (s && !cli_lease_ids(s)) {
+        store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
 static void cli_close(store *s)
 {
     lease_release(cli_lease);
@@ -176,13 +188,9 @@ static int cmd_user_create(int argc, char **argv)
         fprintf(stderr, "payd: --rate-limit must look like 100/s, 6000/m or 1000/h\n");
         return 2;
     }
-    store *s = open_store(argc, argv);
+    store *s = open_store_for_ids(argc, argv);
     if (!s)
         return 1;
-    if (!cli_lease_ids(s)) {
-        store_close(s);
-        return 1;
-    }
     new_api_key key;
     new_user u = {.id = cli_id(),
                   .name = argv[0],
@@ -246,13 +254,9 @@ static int cmd_account_create(int argc, char **argv)
                         "--db URL\n");
         return 2;
     }
-    store *s = open_store(argc, argv);
+    store *s = open_store_for_ids(argc, argv);
     if (!s)
         return 1;
-    if (!cli_lease_ids(s)) {
-        store_close(s);
-        return 1;
-    }
     a.id = cli_id();
     a.now = created_at_of(a.id);
     int rc = store_write(s, insert_account, &a);
@@ -319,13 +323,9 @@ static int cmd_key_create(int argc, char **argv)
         fprintf(stderr, "usage: payd key create --user usr_... [--name N] --db URL\n");
         return 2;
     }
-    store *s = open_store(argc, argv);
+    store *s = open_store_for_ids(argc, argv);
     if (!s)
         return 1;
-    if (!cli_lease_ids(s)) {
-        store_close(s);
-        return 1;
-    }
     new_api_key key;
     uint64_t id = cli_id();
     api_key_generate(&key, id, user, flag(argc, argv, "--name"), created_at_of(id));
