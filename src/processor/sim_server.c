@@ -45,7 +45,7 @@ typedef struct sim_server {
      * takes no more (a request on a connection still open is answered 503 at once) */
     pthread_mutex_t threads_lock;
     pthread_cond_t threads_done;
-    int threads;
+    int threaded_requests;
     bool stopping;
 } sim_server;
 
@@ -57,7 +57,7 @@ typedef struct sim_request {
     const char *body;                      /* the exchange's, which outlives the answer */
     size_t len;
     bool too_large;
-    bool threaded; /* counted in srv->threads until it completes */
+    bool threaded; /* counted in srv->threaded_requests until it completes */
 } sim_request;
 
 /* An answer: a status and a JSON body, or a connection closed without a word. */
@@ -252,10 +252,10 @@ static void give_answer(http_exchange *ex, sim_answer a)
                                                .header_count = 1});
 }
 
-static void thread_completed(sim_server *srv)
+static void threaded_request_completed(sim_server *srv)
 {
     pthread_mutex_lock(&srv->threads_lock);
-    if (--srv->threads == 0)
+    if (--srv->threaded_requests == 0)
         pthread_cond_broadcast(&srv->threads_done);
     pthread_mutex_unlock(&srv->threads_lock);
 }
@@ -311,7 +311,7 @@ static bool on_body(void *req, http_exchange *ex, const char *body, size_t len, 
     rq->too_large = too_large;
     pthread_mutex_lock(&srv->threads_lock);
     bool stopping = srv->stopping;
-    srv->threads += !stopping;
+    srv->threaded_requests += !stopping;
     pthread_mutex_unlock(&srv->threads_lock);
     rq->threaded = !stopping;
     if (stopping) {
@@ -339,7 +339,7 @@ static void on_completed(void *req, http_exchange *ex)
     if (!rq)
         return;
     if (rq->threaded)
-        thread_completed(rq->srv);
+        threaded_request_completed(rq->srv);
     free(rq->method);
     free(rq->path);
     free(rq->key);
@@ -549,7 +549,7 @@ int processor_sim_main(int argc, char **argv)
     http_server_quiesce(server);
     pthread_mutex_lock(&srv.threads_lock); /* every request in a thread is answered and sent */
     srv.stopping = true;
-    while (srv.threads > 0)
+    while (srv.threaded_requests > 0)
         pthread_cond_wait(&srv.threads_done, &srv.threads_lock);
     pthread_mutex_unlock(&srv.threads_lock);
     http_server_stop(server);
