@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/log.h"
+
 struct http_server {
     struct MHD_Daemon *daemon;
     int listener; /* our listening socket, which the library polls */
@@ -360,6 +362,20 @@ static void on_library_message(void *cls, const char *fmt, va_list ap)
     if (paren)
         *paren = '\0';
     s->h.message(s->h.ctx, status, text);
+}
+
+void http_log_library_message(void *ctx, int status, const char *text)
+{
+    (void)ctx;
+    jsonw w;
+    log_begin(&w, "warn", status ? "refused by the HTTP library" : "HTTP library");
+    if (status) {
+        jw_key(&w, "status");
+        jw_int(&w, status);
+    }
+    jw_key(&w, "detail");
+    jw_string(&w, text);
+    log_end(&w);
 }
 
 /* ---- the listener and the daemon ---- */

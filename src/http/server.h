@@ -61,6 +61,12 @@ typedef struct http_limits {
     conn_guard_limits guard;  /* header, body and request deadlines; max connections */
 } http_limits;
 
+/* A ready `message` handler: the library's message as one log line, "refused by the HTTP library"
+ * with the status it sent, or "HTTP library". Its refusals are answered with its fixed HTML
+ * bodies, and some come before the request line is read, so no request exists for them: this
+ * line, with the status, is their record. */
+void http_log_library_message(void *ctx, int status, const char *text);
+
 /* Listens on listen_on (HOST:PORT, [IPV6]:PORT or :PORT; exclusive, no SO_REUSEPORT) and writes
  * the address it got back into it (port 0 picks one). NULL with err set when it cannot. */
 http_server *http_server_start(char *listen_on, size_t listen_cap, const http_limits *limits,

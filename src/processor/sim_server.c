@@ -347,18 +347,6 @@ static void on_completed(void *req, http_exchange *ex)
     free(rq);
 }
 
-static void on_library_message(void *ctx, int status, const char *text)
-{
-    (void)ctx;
-    jsonw w;
-    log_begin(&w, "warn", "processor-sim: HTTP library message");
-    jw_key(&w, "status");
-    jw_int(&w, status);
-    jw_key(&w, "detail");
-    jw_string(&w, text);
-    log_end(&w);
-}
-
 /* ---- the command line ---- */
 
 static void sim_usage(void)
@@ -519,7 +507,7 @@ int processor_sim_main(int argc, char **argv)
                               .headers = on_headers,
                               .body = on_body,
                               .completed = on_completed,
-                              .message = on_library_message};
+                              .message = http_log_library_message};
     http_limits limits = {.threads = 1,
                           .idle_timeout_ms = 60000,
                           .max_header_bytes = 8192,

@@ -526,23 +526,6 @@ static void on_completed(void *obj, http_exchange *ex)
     request_free(req);
 }
 
-/* libmicrohttpd's own messages, as log lines. Its refusals are answered with its fixed HTML
- * bodies, and some come before the request line is read, so no request object and no access
- * line exist for them: this line, with the status it sent, is their record. */
-static void on_library_message(void *ctx, int status, const char *text)
-{
-    (void)ctx;
-    jsonw w;
-    log_begin(&w, "warn", status ? "refused by the HTTP library" : "HTTP library");
-    if (status) {
-        jw_key(&w, "status");
-        jw_int(&w, status);
-    }
-    jw_key(&w, "detail");
-    jw_string(&w, text);
-    log_end(&w);
-}
-
 int pipeline_start(app *a, char *err, size_t errlen)
 {
     a->workers = worker_pool_start((int)a->cfg.workers);
@@ -564,7 +547,7 @@ int pipeline_start(app *a, char *err, size_t errlen)
                               .headers = on_headers,
                               .body = on_body,
                               .completed = on_completed,
-                              .message = on_library_message};
+                              .message = http_log_library_message};
     a->http =
         http_server_start(a->cfg.listen, sizeof a->cfg.listen, &limits, &handlers, err, errlen);
     if (!a->http) {

@@ -11,6 +11,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -280,7 +281,6 @@ def test_stops_cleanly_and_keeps_its_charges(start_sim, tmp_path):
 def test_stopping_answers_calls_in_flight_and_refuses_new_ones(start_sim):
     """SIGTERM while a charge is being answered: that charge is answered and kept, a request on a
     connection still open meanwhile is refused 503, and the process exits 0."""
-    import threading
     sim = start_sim(["--latency-ms", "1500"])
     idle = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=30)
     idle.request("GET", "/stats")
