@@ -403,6 +403,12 @@ static int split_listen(const char *listen_on, char *host, size_t host_len, char
     return (!port[0] || *end || p < 0 || p > 65535) ? -1 : 0;
 }
 
+bool http_listen_address_valid(const char *listen_on)
+{
+    char host[128], port[16];
+    return split_listen(listen_on, host, sizeof host, port, sizeof port) == 0;
+}
+
 /* The listening socket, made here rather than by libmicrohttpd so that it is exclusive (no
  * SO_REUSEPORT: a second payd on the same port is an error, never a silent share), takes host
  * names and IPv6, and reports why it failed. Writes the address it got (port 0 picks one) back
@@ -411,7 +417,7 @@ static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t e
 {
     char host[128], port[16];
     if (split_listen(listen_on, host, sizeof host, port, sizeof port) != 0) {
-        snprintf(err, errlen, "--listen must be HOST:PORT or [IPV6]:PORT, got '%s'", listen_on);
+        snprintf(err, errlen, HTTP_LISTEN_SHAPE ", got '%s'", listen_on);
         return -1;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC,

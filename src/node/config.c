@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/server.h"
+
 typedef enum {
     OPT_STRING,
     OPT_INT,
@@ -243,6 +245,10 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
         }
         if (set_option(cfg, o, value, err, errlen) != 0)
             return -1;
+    }
+    if (!http_listen_address_valid(cfg->listen)) {
+        snprintf(err, errlen, HTTP_LISTEN_SHAPE ", got '%s'", cfg->listen);
+        return -1;
     }
     char *scale_end;
     double scale = strtod(cfg->webhook_retry_scale, &scale_end);

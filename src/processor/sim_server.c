@@ -414,6 +414,10 @@ static int parse_args(int argc, char **argv, sim_options *o)
         bool ok = true;
         if (!strcmp(name, "--listen")) {
             o->listen = value;
+            if (!http_listen_address_valid(value)) {
+                fprintf(stderr, "payd processor-sim: " HTTP_LISTEN_SHAPE ", got '%s'\n", value);
+                return 2;
+            }
         } else if (!strcmp(name, "--db")) {
             o->db = value;
         } else if (!strcmp(name, "--latency-ms")) {

@@ -1,6 +1,7 @@
 """The HTTP layer, auth, accounts and the operational routes (§1, §3, §12)."""
 
 import json
+import socket
 import subprocess
 
 from conftest import PAYD
@@ -147,8 +148,28 @@ def test_serve_help_lists_flags():
 
 
 def test_bad_flag_values_are_refused(tmp_path):
-    for args in (["--idempotency-ttl", "24"], ["--rate-limit", "fast"], ["--node-id", "2000"]):
+    for args in (["--idempotency-ttl", "24"], ["--rate-limit", "fast"], ["--node-id", "2000"],
+                 ["--listen", "nonsense"], ["--listen", "127.0.0.1:99999"], ["--listen", "::1:80"]):
         out = subprocess.run([PAYD, "serve", "--db", str(tmp_path / "x.db"), *args],
                              capture_output=True, text=True, timeout=10)
         assert out.returncode == 2, (args, out.stderr)
         assert args[0] in out.stderr
+
+
+def test_listen_address_usage_error_and_port_in_use(tmp_path):
+    """A malformed --listen is a usage error (2), for serve and processor-sim alike; a well-formed
+    address that cannot be bound is a failure (1)."""
+    for cmd in ("serve", "processor-sim"):
+        out = subprocess.run([PAYD, cmd, "--db", str(tmp_path / f"{cmd}.db"), "--listen", "x"],
+                             capture_output=True, text=True, timeout=10)
+        assert out.returncode == 2, (cmd, out.stderr)
+        assert "--listen" in out.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for cmd in ("serve", "processor-sim"):
+            out = subprocess.run([PAYD, cmd, "--db", str(tmp_path / f"{cmd}.db"), "--listen",
+                                  f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=10)
+            assert out.returncode == 1, (cmd, out.stderr)
+            assert "cannot listen" in out.stderr
