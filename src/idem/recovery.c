@@ -14,7 +14,13 @@
  * processor key, retried every pass until the processor confirms, so none stays orphaned.
  *
  * Sweeper: deletes finished and released keys older than the TTL (lookups already ignore
- * them). Keys still open are never swept: the recoverer finishes them first. */
+ * them). Keys still open are never swept: the recoverer finishes them first.
+ *
+ * A pass waits at most one processor timeout in all on calls that get no answer, then stops
+ * asking: with the processor down, each of the keys and voids after it would wait out the
+ * timeout for the same outage (100 keys at 10 s, and a SIGTERM waiting for all of them). A
+ * lost answer that comes back at once (a 500) costs nothing, and the pass goes on. What it
+ * leaves stays as it was, for the next pass. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,7 +44,7 @@ static pthread_t recovery_thread;
 static bool recovery_running;
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static bool stopping;
+static atomic_bool stopping;
 static idem_recovery_hooks recovery_hooks; /* the thread's, from idem_recovery_start */
 
 typedef struct sweep_job {
@@ -90,6 +96,19 @@ static void log_settled_key(request *req, const open_key *k)
     log_end(&w);
 }
 
+/* What one pass has waited on processor calls that got no answer, and how long it may. */
+typedef struct pass_budget {
+    int64_t unanswered_ns, limit_ns;
+} pass_budget;
+
+/* Counts a call that started at started_ns; true while the pass may go on asking. */
+static bool still_asking(pass_budget *b, bool answered, int64_t started_ns)
+{
+    if (!answered)
+        b->unanswered_ns += monotonic_ns() - started_ns;
+    return b->unanswered_ns < b->limit_ns && !atomic_load(&stopping);
+}
+
 /* A key the recoverer settles, and how to run its handler step. */
 typedef struct recovering {
     const idem_recovery_hooks *h;
@@ -110,7 +129,8 @@ static step_result settle_claimed(request *req, void *arg)
     return STEP_DONE;
 }
 
-static void recover_one(app *a, const idem_recovery_hooks *h, const open_key *k)
+/* Settles one key; false while the pass may not go on asking the processor. */
+static bool recover_one(app *a, const idem_recovery_hooks *h, const open_key *k, pass_budget *b)
 {
     request *req = calloc(1, sizeof *req);
     arena_init(&req->arena);
@@ -129,7 +149,7 @@ static void recover_one(app *a, const idem_recovery_hooks *h, const open_key *k)
     if (route_match(h->routes, h->route_count, req->method, req->path, &req->arena, &req->route,
                     req->params, allow, sizeof allow) != ROUTE_MATCHED) {
         h->request_free(req);
-        return;
+        return still_asking(b, true, 0);
     }
     req->json = json_loads(k->body ? k->body : "{}", 0, NULL);
     req->idem = arena_alloc(&req->arena, sizeof *req->idem);
@@ -141,8 +161,11 @@ static void recover_one(app *a, const idem_recovery_hooks *h, const open_key *k)
      * next pass, never release it as if the row were missing */
     db_thread_failure_reset();
     recovering r = {h, k};
+    int64_t req_started_ns = monotonic_ns();
     idem_claim_then(req, settle_claimed, &r); /* no runner: every step runs here */
+    bool answered = req->error != ERR_PROCESSOR_UNAVAILABLE;
     h->request_free(req);
+    return still_asking(b, answered, req_started_ns);
 }
 
 /* ---- the voider ---- */
@@ -226,15 +249,18 @@ static int forget_void(db_conn *db, void *arg)
     return db_exec(db, "DELETE FROM charge_voids WHERE processor_key = $1", "s", v->processor_key);
 }
 
-static void settle_void(app *a, const charge_void *v)
+/* Settles one charge no payment carries; false while the pass may not go on asking the
+ * processor. */
+static bool settle_void(app *a, const charge_void *v, pass_budget *b)
 {
     void_decision d = {.v = v, .now = now_us()};
     if (store_run(a->store, decide_void, &d) != WRITE_OK || d.verdict == VOID_WAIT)
-        return;
+        return still_asking(b, true, 0);
     const char *outcome = "carried";
     if (d.verdict == VOID_NOW) {
         char void_key[80];
         snprintf(void_key, sizeof void_key, "%s:void", v->processor_key);
+        int64_t started_ns = monotonic_ns();
         proc_result r = processor_refund(a->processor, void_key, v->charge_id, v->amount);
         if (r.status != PROC_APPROVED) {
             jsonw w;
@@ -242,7 +268,7 @@ static void settle_void(app *a, const charge_void *v)
             jw_key(&w, "charge_id");
             jw_string(&w, v->charge_id);
             log_end(&w);
-            return;
+            return still_asking(b, r.status != PROC_UNAVAILABLE, started_ns);
         }
         outcome = "voided";
     }
@@ -256,9 +282,23 @@ static void settle_void(app *a, const charge_void *v)
     jw_key(&w, "outcome");
     jw_string(&w, outcome);
     log_end(&w);
+    return still_asking(b, true, 0);
 }
 
-static void void_pass(app *a)
+/* One line when a pass leaves work for the next because the processor did not answer (none
+ * when it stops for a shutdown). */
+static void log_pass_stopped(const char *what, int left)
+{
+    if (atomic_load(&stopping))
+        return;
+    jsonw w;
+    log_begin(&w, "warn", "recovery pass stopped: the processor did not answer");
+    jw_key(&w, what);
+    jw_int(&w, left);
+    log_end(&w);
+}
+
+static void void_pass(app *a, pass_budget *b)
 {
     /* a reader of its own: the one the key scan used went back to the pool, and another
      * thread may be using it now (two threads on one connection read each other's results) */
@@ -285,8 +325,12 @@ static void void_pass(app *a)
     }
     db_done(st);
     store_thread_done(a->store); /* settle_void writes; the reader is not held across it */
-    for (int i = 0; i < n; i++)
-        settle_void(a, &voids[i]);
+    for (int i = 0; i < n; i++) {
+        if (!settle_void(a, &voids[i], b)) {
+            log_pass_stopped("voids_left", n - i - 1);
+            break;
+        }
+    }
 }
 
 void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
@@ -319,8 +363,13 @@ void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
     }
     db_done(st);
     store_thread_done(a->store); /* the reader goes back to the pool between passes */
+    pass_budget budget = {.limit_ns = a->cfg.processor_timeout_ms * 1000000};
+    bool asking = true;
     for (int i = 0; i < n; i++) {
-        recover_one(a, h, &keys[i]);
+        if (asking && !recover_one(a, h, &keys[i], &budget)) {
+            log_pass_stopped("keys_left", n - i - 1);
+            asking = false;
+        }
         store_thread_done(a->store);
         free(keys[i].key);
         free(keys[i].fingerprint);
@@ -328,7 +377,8 @@ void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
         free(keys[i].path);
         free(keys[i].body);
     }
-    void_pass(a); /* after the keys: a key just recovered may now carry its charge */
+    if (asking)
+        void_pass(a, &budget); /* after the keys: a key just recovered may now carry its charge */
 }
 
 static void *recovery_main(void *arg)

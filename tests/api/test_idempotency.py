@@ -3,6 +3,9 @@
 import concurrent.futures
 import json
 import re
+import select
+import socket
+import threading
 import time
 import uuid
 
@@ -454,3 +457,78 @@ def test_retries_answered_from_memory_are_the_stored_answer(alice, bob):
     r = bob.request("POST", "/v1/payments", raw_body=raw, headers=h)
     assert r.status == 404 and r.header("idempotent-replayed") is None, r
     assert balance(alice, acct) == 1000
+
+
+class SilentProcessor:
+    """A processor that takes every connection and never answers: each call ends in the
+    caller's timeout. Counts the requests it was sent."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.requests = 0
+        self.conns = []
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            readable, _, _ = select.select([self.sock, *self.conns], [], [], 0.1)
+            for r in readable:
+                if r is self.sock:
+                    self.conns.append(self.sock.accept()[0])
+                    continue
+                data = r.recv(65536)
+                if not data:
+                    self.conns.remove(r)
+                    r.close()
+                self.requests += data.count(b"HTTP/1.1\r\n")
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        for c in [self.sock, *self.conns]:
+            c.close()
+
+
+def test_recoverer_stops_a_pass_when_the_processor_does_not_answer(fresh_server):
+    """Keys in doubt while the processor is down: a recovery pass asks the processor once and
+    leaves the rest for the next pass, instead of waiting out the processor timeout key after
+    key; so a SIGTERM during that pass is not held up for minutes."""
+    silent = SilentProcessor()
+    try:
+        s = fresh_server(["--processor", f"http://127.0.0.1:{silent.port}",
+                          "--processor-timeout", "1s", "--idempotency-lock-timeout", "2s",
+                          "--recovery-interval", "200ms", "--shutdown-timeout", "1s"])
+        user = s.create_user()
+        acct = user.create_account()
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda _: user.pay(acct, 100), range(12)))
+        assert all(a.status == 503 and a.json["code"] == "processor_unavailable"
+                   for a in answers), answers
+        assert db_count(s, "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'in_doubt'") == 12
+        asked = silent.requests
+        deadline = time.time() + 10  # past the lock timeout, a pass takes the first key
+        while time.time() < deadline and "recovery pass stopped" not in s.read_log():
+            time.sleep(0.05)
+        stopped = [json.loads(line) for line in s.read_log().splitlines()
+                   if "recovery pass stopped" in line]
+        assert stopped and stopped[0]["msg"] == "recovery pass stopped: the processor did not answer"
+        assert stopped[0]["keys_left"] == 11
+        # a pass takes a key, asks once, waits out the timeout and stops
+        assert silent.requests - asked in (1, 2), silent.requests - asked
+        while silent.requests - asked < 2 and time.time() < deadline:
+            time.sleep(0.05)  # the next pass's one call is in flight
+        started = time.time()
+        # that call (1 s) and the shutdown; going on through all twelve would take 12 s
+        assert s.stop(timeout=30) == 0
+        assert time.time() - started < 6
+        # nothing was settled: every key is left for a pass that finds the processor back
+        assert db_count(s, "SELECT COUNT(*) FROM idempotency_keys "
+                           "WHERE state IN ('started', 'in_doubt')") == 12
+        assert db_count(s, "SELECT COUNT(*) FROM payments") == 0
+    finally:
+        silent.close()
