@@ -12,7 +12,8 @@
  *
  * Points: before-charge, after-charge, crash-after-charge (payments), before-refund,
  * after-refund (refunds), void-between-reads (the recoverer's void decision, between its read
- * of the key and its read of the payments). With PAYD_FAULT unset every check is one getenv. */
+ * of the key and its read of the payments). PAYD_FAULT is read once; with it unset, every check
+ * is a load and a test. */
 #include <stdbool.h>
 
 void fault_point(const char *name);
