@@ -66,11 +66,12 @@ struct db_conn {
     const volatile unsigned char *wal_index;
     unsigned char snapshot_header[WAL_INDEX_HEADER_BYTES];
     bool snapshot_open;
-    /* SQLite writer: checkpoint once the WAL holds this many pages, calling before first */
+    /* SQLite writer: checkpoint once the WAL holds this many pages, calling around before
+     * and after */
     int checkpoint_pages;
     bool commits_unsynced; /* db_sync_commits(c, false) */
-    void (*before_checkpoint)(void *arg);
-    void *before_checkpoint_arg;
+    void (*around_checkpoint)(void *arg);
+    void *around_checkpoint_arg;
     char error[256];
 };
 
@@ -1015,19 +1016,20 @@ static int lite_wal_hook(void *arg, sqlite3 *lite, const char *name, int pages)
 {
     db_conn *c = arg;
     if (pages >= c->checkpoint_pages && !c->commits_unsynced) {
-        c->before_checkpoint(c->before_checkpoint_arg);
+        c->around_checkpoint(c->around_checkpoint_arg);
         sqlite3_wal_checkpoint_v2(lite, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        c->around_checkpoint(c->around_checkpoint_arg);
     }
     return SQLITE_OK;
 }
 
-void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *arg)
+void db_checkpoint_at(db_conn *c, int pages, void (*around)(void *arg), void *arg)
 {
     if (c->kind != DB_SQLITE)
         return;
     c->checkpoint_pages = pages;
-    c->before_checkpoint = before;
-    c->before_checkpoint_arg = arg;
+    c->around_checkpoint = around;
+    c->around_checkpoint_arg = arg;
     sqlite3_wal_hook(c->lite, lite_wal_hook, c);
 }
 

@@ -131,9 +131,10 @@ db_status db_exec_script(db_conn *c, const char *sql);
 void db_snapshot_enter(db_conn *c);
 void db_snapshot_end(db_conn *c);
 bool db_snapshot_open(const db_conn *c);
-/* SQLite writer: after a commit that leaves the WAL at `pages` pages or more, calls before(arg)
- * and checkpoints (PASSIVE, as SQLite's automatic checkpoint, which this replaces, does). */
-void db_checkpoint_at(db_conn *c, int pages, void (*before)(void *arg), void *arg);
+/* SQLite writer: after a commit that leaves the WAL at `pages` pages or more, checkpoints
+ * (PASSIVE, as SQLite's automatic checkpoint, which this replaces, does), calling around(arg)
+ * before it and again after it. */
+void db_checkpoint_at(db_conn *c, int pages, void (*around)(void *arg), void *arg);
 /* SQLite writer: whether the commits that follow wait for the disk (synchronous FULL, the
  * default) or not (OFF). While off, no checkpoint runs: it would copy into the database pages
  * that are not yet on disk in the WAL. No-op on PostgreSQL. */

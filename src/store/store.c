@@ -51,6 +51,7 @@ enum { READER_FREE, READER_IN_USE, READER_PARKED, READER_ENDING };
 typedef struct reader_slot {
     db_conn *conn;
     atomic_int state;
+    int64_t checkpoint_edges; /* store.checkpoint_edges when its thread took it */
 } reader_slot;
 
 #define PG_ATTEMPTS 10
@@ -105,6 +106,7 @@ struct store {
     pthread_key_t reader_key;
     reader_slot *readers[MAX_READERS];
     int reader_count;
+    atomic_llong checkpoint_edges; /* checkpoints begun plus checkpoints finished */
 
     store_stats stats;
 };
@@ -678,7 +680,7 @@ static int pg_start(store *s, char *err, size_t errlen)
     return 0;
 }
 
-static void end_parked_snapshots(void *arg);
+static void around_checkpoint(void *arg);
 
 store *store_open(const store_options *opt, char *err, size_t errlen)
 {
@@ -725,7 +727,7 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         return NULL;
     }
     s->writer_db = first;
-    db_checkpoint_at(first, WAL_CHECKPOINT_PAGES, end_parked_snapshots, s);
+    db_checkpoint_at(first, WAL_CHECKPOINT_PAGES, around_checkpoint, s);
     pthread_create(&s->writer, NULL, writer_main, s);
     pthread_setname_np(s->writer, "db-writer"); /* what `top -H` shows */
     s->writer_started = true;
@@ -1166,7 +1168,13 @@ void store_get_stats(store *s, store_stats *out)
  * has committed since it began (db_snapshot_enter); reads outside a request run one statement at
  * a time, as before. A parked snapshot pins the WAL frames it reads, which a checkpoint could
  * otherwise copy back and a later write start over, so the writer ends every parked snapshot
- * before it checkpoints. A slot's state says which thread may use its connection. */
+ * before it checkpoints, and again after: one begun during the checkpoint pins the frames that
+ * came after what it copied. A snapshot in use while a checkpoint began or ended is not parked
+ * but ended when its request is done: parked, it would keep the WAL from starting over at the
+ * next write (SQLite starts it over only when no reader uses a snapshot older than the
+ * checkpoint), and the writer would checkpoint again at every commit, each time for a few
+ * pages and a full fdatasync of the database. A slot's state says which thread may use its
+ * connection. */
 /* Set between store_request_begin and store_thread_done on a thread serving a request. */
 static _Thread_local bool reads_for_request;
 
@@ -1189,15 +1197,18 @@ static void slot_take(reader_slot *r)
     }
 }
 
-static void slot_put(reader_slot *r)
+static void slot_put(store *s, reader_slot *r)
 {
+    if (db_snapshot_open(r->conn) && atomic_load(&s->checkpoint_edges) != r->checkpoint_edges)
+        db_snapshot_end(r->conn);
     atomic_store(&r->state, db_snapshot_open(r->conn) ? READER_PARKED : READER_FREE);
 }
 
-/* On the writer's thread, before a checkpoint. */
-static void end_parked_snapshots(void *arg)
+/* On the writer's thread, before and after a checkpoint. */
+static void around_checkpoint(void *arg)
 {
     store *s = arg;
+    atomic_fetch_add(&s->checkpoint_edges, 1);
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < s->reader_count; i++) {
         reader_slot *r = s->readers[i];
@@ -1235,6 +1246,7 @@ static db_conn *lite_reader(store *s)
         pthread_setspecific(s->reader_key, r);
     }
     slot_take(r);
+    r->checkpoint_edges = atomic_load(&s->checkpoint_edges);
     if (reads_for_request)
         db_snapshot_enter(r->conn);
     else
@@ -1268,7 +1280,7 @@ void store_thread_done(store *s)
         /* the connection stays with its thread: opening one costs more than a read */
         reader_slot *r = pthread_getspecific(s->reader_key);
         if (r)
-            slot_put(r);
+            slot_put(s, r);
         return;
     }
     db_conn *c = pthread_getspecific(s->reader_key);

@@ -303,6 +303,41 @@ static void test_a_parked_snapshot_does_not_pin_the_wal(void **state)
     temp_db_close(&t);
 }
 
+static void *write_past_a_checkpoint(void *arg)
+{
+    for (int64_t n = 0; n < 400; n++)
+        assert_int_equal(store_write(arg, insert_big_secret, &n), 0);
+    return NULL;
+}
+
+/* A snapshot a request still used while a checkpoint ran is ended when the request is done,
+ * not parked: parked, it would keep the WAL from starting over at the next write, and the
+ * writer would checkpoint again at once for the few pages written since, with a full
+ * fdatasync of the database. A request that saw no checkpoint keeps its snapshot as before. */
+static void test_a_snapshot_in_use_across_a_checkpoint_is_not_parked(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open(&t);
+    store_request_begin(t.s);
+    db_conn *r = store_reader(t.s);
+    db_stmt *st = db_query(r, "SELECT balance FROM accounts WHERE id = 1", "");
+    assert_int_equal(db_step(st), DB_ROW);
+    db_done(st);
+    /* ~1,400 WAL pages, written by another thread while this request holds its snapshot:
+     * the writer checkpoints once meanwhile */
+    pthread_t writer;
+    pthread_create(&writer, NULL, write_past_a_checkpoint, t.s);
+    pthread_join(writer, NULL);
+    store_thread_done(t.s);
+    assert_false(store_keeps_snapshot(t.s));
+
+    assert_int_equal(request_reads_balance(t.s), 0);
+    assert_true(store_keeps_snapshot(t.s)); /* no checkpoint meanwhile: kept */
+    store_release_reader(t.s);
+    temp_db_close(&t);
+}
+
 /* ---- jobs queued while a batch runs join its commit ---- */
 
 typedef struct held_job {
@@ -558,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_write_result_mapping),
         cmocka_unit_test(test_a_kept_snapshot_never_hides_a_commit),
         cmocka_unit_test(test_a_parked_snapshot_does_not_pin_the_wal),
+        cmocka_unit_test(test_a_snapshot_in_use_across_a_checkpoint_is_not_parked),
         cmocka_unit_test(test_jobs_queued_during_a_batch_join_its_commit),
         cmocka_unit_test(
             test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced_batch),
