@@ -1172,9 +1172,9 @@ void store_get_stats(store *s, store_stats *out)
  * came after what it copied. A snapshot in use while a checkpoint began or ended is not parked
  * but ended when its request is done: parked, it would keep the WAL from starting over at the
  * next write (SQLite starts it over only when no reader uses a snapshot older than the
- * checkpoint), and the writer would checkpoint again at every commit, each time for a few
- * pages and a full fdatasync of the database. A slot's state says which thread may use its
- * connection. */
+ * checkpoint), and the writer would checkpoint again at its next commit, for the few pages
+ * written since and a full fdatasync of the database. A slot's state says which thread may use
+ * its connection. */
 /* Set between store_request_begin and store_thread_done on a thread serving a request. */
 static _Thread_local bool reads_for_request;
 
