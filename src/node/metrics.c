@@ -429,6 +429,11 @@ char *metrics_render(metrics *m, app *a)
         "%lld\n",
         (long long)st.unsynced_batches);
     put(&t,
+        "# HELP payd_store_checkpoints_total WAL checkpoints (SQLite: each copies the WAL into the "
+        "database and flushes it; about one per 1,000 pages written).\n"
+        "# TYPE payd_store_checkpoints_total counter\npayd_store_checkpoints_total %lld\n",
+        (long long)st.checkpoints);
+    put(&t,
         "# HELP payd_store_queue_depth Write jobs waiting for the writer.\n"
         "# TYPE payd_store_queue_depth gauge\npayd_store_queue_depth %lld\n",
         (long long)st.queue_depth);

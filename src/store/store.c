@@ -1158,6 +1158,7 @@ void store_get_stats(store *s, store_stats *out)
     *out = s->stats;
     out->queue_depth = s->depth;
     pthread_mutex_unlock(&s->lock);
+    out->checkpoints = atomic_load(&s->checkpoint_edges) / 2; /* each is begun, then finished */
 }
 
 /* ---- readers ----

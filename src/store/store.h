@@ -90,6 +90,7 @@ typedef struct store_stats {
     int64_t unsynced_batches; /* SQLite: batches of store_submit_unsynced jobs, committed
                                * without an fsync */
     int64_t queue_depth;      /* jobs waiting right now */
+    int64_t checkpoints;      /* SQLite: WAL checkpoints the writer ran */
     /* Batches by size: bucket b holds sizes in (2^(b-1), 2^b], so its upper bound is 2^b:
      * 1, 2, 3-4, 5-8, ... up to 2^17, above the largest --max-batch (100000). */
     int64_t batch_size_buckets[STORE_BATCH_BUCKETS];

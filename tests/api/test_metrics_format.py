@@ -1,11 +1,13 @@
 """/metrics as §12 describes it and as dashboards expect it: valid for `promtool check metrics`
 on a live server, payd_build_info, the process_* series, latency histograms by route, the
-`code` label, commit batch buckets up to --max-batch, and the commits that skip their fsync."""
+`code` label, commit batch buckets up to --max-batch, the commits that skip their fsync, and the
+WAL's checkpoints."""
 
 import re
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -108,3 +110,21 @@ def test_the_builtin_charge_commits_without_an_fsync_of_its_own(fresh_server):
         assert r.status == 201, r
     after = samples(scrape(s))["payd_store_unsynced_commits_total"]
     assert after - before == (3 if BACKEND == "sqlite" else 0)
+
+
+def test_checkpoints_are_counted(fresh_server):
+    """SQLite: the writer checkpoints the WAL about once per 1,000 pages, and 600 payments in
+    small batches write several thousand (a commit writes about a page per table and index it
+    touches). PostgreSQL has no WAL of payd's to checkpoint."""
+    s = fresh_server()
+    user = s.create_user(rate_limit="100000/s")
+    acct = user.create_account()
+    before = samples(scrape(s))["payd_store_checkpoints_total"]
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda _: user.pay(acct).status, range(600)))
+    assert made == [201] * 600
+    after = samples(scrape(s))["payd_store_checkpoints_total"]
+    if BACKEND == "sqlite":
+        assert after - before >= 1, (before, after)
+    else:
+        assert after == before == 0

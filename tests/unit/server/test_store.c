@@ -310,6 +310,25 @@ static void *write_past_a_checkpoint(void *arg)
     return NULL;
 }
 
+/* The writer counts its checkpoints; with no reader holding a snapshot the WAL starts over
+ * after each, so the ~2,000 pages written here (~4.5 a row) take about two, not one per commit
+ * once the WAL is past 1,000 pages (a couple of hundred here). */
+static void test_checkpoints_are_counted(void **state)
+{
+    (void)state;
+    temp_db t;
+    temp_db_open(&t);
+    store_stats before, after;
+    store_get_stats(t.s, &before);
+    for (int64_t n = 0; n < 400; n++)
+        assert_int_equal(store_write(t.s, insert_big_secret, &n), 0);
+    store_get_stats(t.s, &after);
+    int64_t checkpoints = after.checkpoints - before.checkpoints;
+    print_message("checkpoints for 400 rows of 12 KB: %lld\n", (long long)checkpoints);
+    assert_true(checkpoints >= 1 && checkpoints <= 3);
+    temp_db_close(&t);
+}
+
 /* A snapshot a request still used while a checkpoint ran is ended when the request is done,
  * not parked: parked, it would keep the WAL from starting over at the next write, and the
  * writer would checkpoint again at once for the few pages written since, with a full
@@ -594,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_a_kept_snapshot_never_hides_a_commit),
         cmocka_unit_test(test_a_parked_snapshot_does_not_pin_the_wal),
         cmocka_unit_test(test_a_snapshot_in_use_across_a_checkpoint_is_not_parked),
+        cmocka_unit_test(test_checkpoints_are_counted),
         cmocka_unit_test(test_jobs_queued_during_a_batch_join_its_commit),
         cmocka_unit_test(
             test_an_unsynced_job_commits_first_and_its_followup_joins_the_synced_batch),
