@@ -403,10 +403,13 @@ static int split_listen(const char *listen_on, char *host, size_t host_len, char
     return (!port[0] || *end || p < 0 || p > 65535) ? -1 : 0;
 }
 
-bool http_listen_address_valid(const char *listen_on)
+bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen)
 {
     char host[128], port[16];
-    return split_listen(listen_on, host, sizeof host, port, sizeof port) == 0;
+    if (split_listen(listen_on, host, sizeof host, port, sizeof port) == 0)
+        return true;
+    snprintf(err, errlen, "--listen must be HOST:PORT, [IPV6]:PORT or :PORT, got '%s'", listen_on);
+    return false;
 }
 
 /* The listening socket, made here rather than by libmicrohttpd so that it is exclusive (no
@@ -416,10 +419,9 @@ bool http_listen_address_valid(const char *listen_on)
 static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t errlen)
 {
     char host[128], port[16];
-    if (split_listen(listen_on, host, sizeof host, port, sizeof port) != 0) {
-        snprintf(err, errlen, HTTP_LISTEN_SHAPE ", got '%s'", listen_on);
+    if (!http_listen_address_valid(listen_on, err, errlen))
         return -1;
-    }
+    split_listen(listen_on, host, sizeof host, port, sizeof port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV},

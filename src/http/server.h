@@ -68,10 +68,9 @@ typedef struct http_limits {
 void http_log_library_message(void *ctx, int status, const char *text);
 
 /* Whether listen_on has the shape http_server_start takes (HOST:PORT, [IPV6]:PORT or :PORT, a
- * port 0-65535), so a command line can refuse a malformed one as a usage error; it does not
- * resolve the host. */
-bool http_listen_address_valid(const char *listen_on);
-#define HTTP_LISTEN_SHAPE "--listen must be HOST:PORT, [IPV6]:PORT or :PORT"
+ * port 0-65535), so a command line can refuse a malformed one as a usage error; when it has
+ * not, err says so. It does not resolve the host. */
+bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen);
 
 /* Listens on listen_on (HOST:PORT, [IPV6]:PORT or :PORT; exclusive, no SO_REUSEPORT) and writes
  * the address it got back into it (port 0 picks one). NULL with err set when it cannot. */

@@ -246,10 +246,8 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
         if (set_option(cfg, o, value, err, errlen) != 0)
             return -1;
     }
-    if (!http_listen_address_valid(cfg->listen)) {
-        snprintf(err, errlen, HTTP_LISTEN_SHAPE ", got '%s'", cfg->listen);
+    if (!http_listen_address_valid(cfg->listen, err, errlen))
         return -1;
-    }
     char *scale_end;
     double scale = strtod(cfg->webhook_retry_scale, &scale_end);
     if (*scale_end || !(scale > 0 && scale <= 1)) {

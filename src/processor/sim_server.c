@@ -414,8 +414,9 @@ static int parse_args(int argc, char **argv, sim_options *o)
         bool ok = true;
         if (!strcmp(name, "--listen")) {
             o->listen = value;
-            if (!http_listen_address_valid(value)) {
-                fprintf(stderr, "payd processor-sim: " HTTP_LISTEN_SHAPE ", got '%s'\n", value);
+            char err[256];
+            if (!http_listen_address_valid(value, err, sizeof err)) {
+                fprintf(stderr, "payd processor-sim: %s\n", err);
                 return 2;
             }
         } else if (!strcmp(name, "--db")) {

@@ -113,9 +113,9 @@ def test_the_builtin_charge_commits_without_an_fsync_of_its_own(fresh_server):
 
 
 def test_checkpoints_are_counted(fresh_server):
-    """SQLite: the writer checkpoints the WAL about once per 1,000 pages, and 600 payments in
-    small batches write several thousand (a commit writes about a page per table and index it
-    touches). PostgreSQL has no WAL of payd's to checkpoint."""
+    """SQLite: the writer checkpoints the WAL about once per 1,000 pages; 600 payments from eight
+    threads commit in small batches, each writing about a page per table and index it touches
+    (six checkpoints in a run here). PostgreSQL has no WAL of payd's to checkpoint."""
     s = fresh_server()
     user = s.create_user(rate_limit="100000/s")
     acct = user.create_account()
