@@ -403,13 +403,20 @@ static int split_listen(const char *listen_on, char *host, size_t host_len, char
     return (!port[0] || *end || p < 0 || p > 65535) ? -1 : 0;
 }
 
-bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen)
+/* Splits listen_on as split_listen does; when it is malformed, err says so. */
+static bool split_listen_or_explain(const char *listen_on, char *host, size_t host_len, char *port,
+                                    size_t port_len, char *err, size_t errlen)
 {
-    char host[128], port[16];
-    if (split_listen(listen_on, host, sizeof host, port, sizeof port) == 0)
+    if (split_listen(listen_on, host, host_len, port, port_len) == 0)
         return true;
     snprintf(err, errlen, "--listen must be HOST:PORT, [IPV6]:PORT or :PORT, got '%s'", listen_on);
     return false;
+}
+
+bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen)
+{
+    char host[128], port[16];
+    return split_listen_or_explain(listen_on, host, sizeof host, port, sizeof port, err, errlen);
 }
 
 /* The listening socket, made here rather than by libmicrohttpd so that it is exclusive (no
@@ -419,9 +426,8 @@ bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen)
 static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t errlen)
 {
     char host[128], port[16];
-    if (!http_listen_address_valid(listen_on, err, errlen))
+    if (!split_listen_or_explain(listen_on, host, sizeof host, port, sizeof port, err, errlen))
         return -1;
-    split_listen(listen_on, host, sizeof host, port, sizeof port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
