@@ -517,7 +517,10 @@ def test_recoverer_stops_a_pass_when_the_processor_does_not_answer(fresh_server)
         stopped = [json.loads(line) for line in s.read_log().splitlines()
                    if "recovery pass stopped" in line]
         assert stopped and stopped[0]["msg"] == "recovery pass stopped: the processor did not answer"
-        assert stopped[0]["keys_left"] == 11
+        # it stopped after one call and left every other key it had found; how many it found
+        # depends on when the twelve 503s came back (a loaded machine spreads them past the
+        # lock timeout), so the pass may have seen fewer than twelve
+        assert 1 <= stopped[0]["keys_left"] <= 11, stopped[0]
         # a pass takes a key, asks once, waits out the timeout and stops
         assert silent.requests - asked in (1, 2), silent.requests - asked
         while silent.requests - asked < 2 and time.time() < deadline:
