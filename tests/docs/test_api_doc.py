@@ -11,8 +11,9 @@ API_DOC = os.path.join(ROOT, "docs", "api.md")
 # The old contract's file name, spelled so that this file does not cite it.
 OLD_CONTRACT = "API" + ".md"
 SKIPPED_DIRS = {".git", "node_modules", "__pycache__", ".pytest_cache"}
-# A citation: "§5", "§3-§10" or "§3–§10" (a range names both ends).
-CITATION = re.compile(r"§(\d+)(?:\s*[-–]\s*§?(\d+))?")
+# A citation: "§5", "§3-§10" or "§3–§10" (a range names both ends). docs/api.md has no
+# subsections, so a dotted number ("§6.1", on the line after its RFC's name) is another document's.
+CITATION = re.compile(r"§(\d+)(?!\d|\.\d)(?:\s*[-–]\s*§?(\d+)(?!\d|\.\d))?")
 # Another document's section ("RFC 9110 §13.1.1") is not a section of ours.
 OTHER_DOCUMENT = re.compile(r"RFC[ -]?\d+,?\s*$")
 
@@ -78,7 +79,8 @@ def test_the_checks_see_what_they_look_for():
     """The finders on known text, so a broken pattern cannot pass by finding nothing."""
     assert sections("# t\n## 1. One\n## 2. Two\n### 2.1 not a section\n## Not yet\n") == {1, 2}
     text = ("/* Payments (docs/api.md §5), §3-§10 and §11–§12 */\n"
-            "RFC 9110 §13.1.1 and RFC 9112 §6.1 are not ours; (§16)\n")
-    assert cited_sections(text) == [(1, 5), (1, 3), (1, 10), (1, 11), (1, 12), (2, 16)]
+            "RFC 9110 §13.1.1 and RFC 9112 §6.1 are not ours; (§16)\n"
+            " * (RFC 9112 §5.1,\n * §3.2, §6.1), the policy of §14.\n")
+    assert cited_sections(text) == [(1, 5), (1, 3), (1, 10), (1, 11), (1, 12), (2, 16), (4, 14)]
     assert old_contract_citations(f"ok\nsee {OLD_CONTRACT} §5\n") == [2]
     assert old_contract_citations("see docs/api.md §5\n") == []
