@@ -1,4 +1,4 @@
-/* libpaydclient: a C client for the payd payments API (API.md), with the retry policy of §14.
+/* libpaydclient: a C client for the payd payments API (docs/api.md), with the retry policy of §14.
  *
  * One logical call (create a payment, fetch a page, ...) may take several HTTP attempts:
  * connection failures, timeouts, 5xx, 429 and 409 request_in_progress are retried with

@@ -1,4 +1,4 @@
-/* payctl: the command line for the payd API, built on libpaydclient (API.md §13).
+/* payctl: the command line for the payd API, built on libpaydclient (docs/api.md §13).
  *
  * Every command is a row of data (commands.c): its HTTP method and path, and for each option
  * where its value goes (a body field, a query parameter, a path placeholder, a header). One

@@ -1,4 +1,4 @@
-/* Every payctl command as data: where it sends each option. API.md §3-§10 is the source. */
+/* Every payctl command as data: where it sends each option. docs/api.md §3-§10 is the source. */
 #include "cli/cli.h"
 
 #include <stddef.h>

@@ -23,7 +23,7 @@ void print_json(FILE *out, const char *text, size_t len, bool pretty)
 
 /* ---- CSV (RFC 4180) ---- */
 
-/* The columns of a payment (API.md §5), in this order. metadata is written as JSON text. */
+/* The columns of a payment (docs/api.md §5), in this order. metadata is written as JSON text. */
 static const char *const payment_columns[] = {
     "id",
     "created_at",

@@ -1,4 +1,4 @@
-/* One logical call: the retry loop of API.md §14 around single HTTP exchanges.
+/* One logical call: the retry loop of docs/api.md §14 around single HTTP exchanges.
  *
  * What is retried: no answer at all (connection refused or dropped, timeout), 5xx, 429 and
  * 409 request_in_progress. Every other 4xx is final: repeating it cannot change the answer.

@@ -1,4 +1,4 @@
-/* The retry-delay policy of API.md §14, shared by the client library and anything else that
+/* The retry-delay policy of docs/api.md §14, shared by the client library and anything else that
  * retries: exponential backoff with ±30 % jitter, floored by the server's Retry-After.
  * Pure: the caller supplies the random number and the current time, so every rule here is
  * testable without a clock or a dice. */

@@ -1,4 +1,4 @@
-"""payctl and the C client library against the real payd (API.md §13 and §14): retries that reuse
+"""payctl and the C client library against the real payd (docs/api.md §13 and §14): retries that reuse
 one Idempotency-Key, exit codes, JSON Lines lists, exports in JSON Lines and CSV, and the example
 program in examples/."""
 

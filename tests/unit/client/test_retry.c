@@ -1,4 +1,4 @@
-/* The retry policy of API.md §14, end to end through libcurl against a scripted server.
+/* The retry policy of docs/api.md §14, end to end through libcurl against a scripted server.
  * Time goes through fake hooks, so no test waits for a backoff delay; only the two timeout tests
  * spend a fraction of a second for real. */
 #include <setjmp.h>
