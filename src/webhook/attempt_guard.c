@@ -50,6 +50,8 @@ static size_t read_headers_capped(char *p, size_t size, size_t n, void *ctx)
 void webhook_guard_attach(CURL *easy, webhook_guard *g, bool deny_private)
 {
     *g = (webhook_guard){.deny_private = deny_private};
+    if (deny_private) /* a proxy from the environment would be what the check judges */
+        curl_easy_setopt(easy, CURLOPT_PROXY, "");
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, open_checked_socket);
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, g);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, read_body_capped);
