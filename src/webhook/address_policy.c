@@ -5,8 +5,11 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A prefix of the IPv4 special-purpose address registry: addr/len. */
 typedef struct v4_range {
@@ -130,16 +133,71 @@ static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
                    ((const struct sockaddr_in6 *)b)->sin6_addr.s6_addr, 16);
 }
 
-bool webhook_address_is_own(const struct sockaddr *sa)
+/* The interface addresses, read again when older than OWN_ADDRESSES_TTL_NS: getifaddrs costs
+ * about a hundred microseconds, and the check runs on every new connection of the delivery
+ * worker. An address added to an interface is refused at the latest a second later. */
+#define OWN_ADDRESSES_TTL_NS 1000000000LL
+
+static struct {
+    pthread_mutex_t lock;
+    int64_t read_at_ns;
+    bool valid;
+    struct sockaddr_storage *addrs;
+    size_t count;
+} own = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t monotonic_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Reads the interface addresses into own (its lock held); false if they cannot be read. */
+static bool read_own_addresses(void)
 {
     struct ifaddrs *list = NULL;
     if (getifaddrs(&list) != 0)
-        return true; /* cannot tell: refuse rather than risk reaching this machine */
-    bool own = false;
-    for (struct ifaddrs *i = list; i && !own; i = i->ifa_next)
-        own = i->ifa_addr && same_address(sa, i->ifa_addr);
+        return false;
+    size_t n = 0;
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        n += i->ifa_addr != NULL;
+    struct sockaddr_storage *addrs = calloc(n ? n : 1, sizeof *addrs);
+    if (!addrs) {
+        freeifaddrs(list);
+        return false;
+    }
+    size_t count = 0;
+    for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        size_t len = i->ifa_addr->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
+                     : i->ifa_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                          : 0;
+        if (len)
+            memcpy(&addrs[count++], i->ifa_addr, len);
+    }
     freeifaddrs(list);
-    return own;
+    free(own.addrs);
+    own.addrs = addrs;
+    own.count = count;
+    return true;
+}
+
+bool webhook_address_is_own(const struct sockaddr *sa)
+{
+    pthread_mutex_lock(&own.lock);
+    int64_t now = monotonic_now_ns();
+    if (!own.valid || now - own.read_at_ns > OWN_ADDRESSES_TTL_NS) {
+        own.valid = read_own_addresses();
+        own.read_at_ns = now;
+    }
+    /* addresses that cannot be read: refuse rather than risk reaching this machine */
+    bool is_own = !own.valid;
+    for (size_t i = 0; i < own.count && !is_own; i++)
+        is_own = same_address(sa, (const struct sockaddr *)&own.addrs[i]);
+    pthread_mutex_unlock(&own.lock);
+    return is_own;
 }
 
 bool webhook_address_allowed(const struct sockaddr *sa)

@@ -14,7 +14,7 @@
 bool webhook_address_is_global(const struct sockaddr *sa);
 
 /* True when the address (or the IPv4 address a mapped or NAT64 one carries) belongs to one of
- * this machine's interfaces right now (getifaddrs). */
+ * this machine's interfaces (getifaddrs, read again once a second at most). */
 bool webhook_address_is_own(const struct sockaddr *sa);
 
 /* The rule of --webhook-deny-private: global and not this machine's own. */
