@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/ids.h"
+#include "core/log.h"
 #include "webhook/address_policy.h"
 
 /* The connect-time check: runs for every address libcurl is about to connect to (each of a
@@ -58,6 +60,7 @@ void webhook_guard_attach(CURL *easy, webhook_guard *g, bool deny_private)
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, g);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, read_headers_capped);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, g);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, g->detail);
 }
 
 /* A status line arrived and the transfer ended by itself or was cut by payd at a cap. */
@@ -121,6 +124,27 @@ const char *webhook_attempt_error(const webhook_guard *g, CURLcode rc, long stat
     default: /* closed without an answer, reset, not HTTP, ... */
         return WEBHOOK_ERR_CONNECTION;
     }
+}
+
+void webhook_attempt_log(const webhook_guard *g, uint64_t endpoint_id, uint64_t event_id,
+                         const char *error)
+{
+    if (!error || !strcmp(error, WEBHOOK_ERR_BAD_STATUS))
+        return; /* delivered, or the status says it all */
+    char endpoint[ID_STR_MAX], event[ID_STR_MAX];
+    id_format(endpoint_id, "we", endpoint);
+    id_format(event_id, "evt", event);
+    jsonw w;
+    log_begin(&w, "info", "webhook attempt ended without a clean answer");
+    jw_key(&w, "endpoint_id");
+    jw_string(&w, endpoint);
+    jw_key(&w, "event_id");
+    jw_string(&w, event);
+    jw_key(&w, "error");
+    jw_string(&w, error);
+    jw_key(&w, "detail");
+    jw_string(&w, g->detail);
+    log_end(&w);
 }
 
 const char *webhook_error_word(const char *stored)

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define WEBHOOK_BODY_CAP    (64 * 1024)
 #define WEBHOOK_HEADERS_CAP (32 * 1024)
@@ -32,6 +33,7 @@ typedef struct webhook_guard {
     bool address_refused; /* an address was refused at connect time */
     bool body_cut, headers_cut;
     size_t body_bytes, header_bytes;
+    char detail[CURL_ERROR_SIZE]; /* the transport's own text: for the log only */
 } webhook_guard;
 
 /* Installs the guard's callbacks on an easy handle (the response body is read and dropped). The
@@ -45,6 +47,11 @@ bool webhook_attempt_delivered(const webhook_guard *g, CURLcode rc, long status)
 /* The attempt's error word, or NULL for a 2xx read whole. A 2xx cut at a cap keeps its word
  * (body_too_large, headers_too_large) next to the outcome "delivered". */
 const char *webhook_attempt_error(const webhook_guard *g, CURLcode rc, long status);
+
+/* One log line for an attempt that ended without a clean answer (error set, not bad_status), with
+ * the transport's text, which the API never shows: the operator's way to the details. */
+void webhook_attempt_log(const webhook_guard *g, uint64_t endpoint_id, uint64_t event_id,
+                         const char *error);
 
 /* A stored error as the API shows it: a word of the vocabulary as it is, anything else (rows
  * written before the vocabulary, which held the transport's text) as connection_error. */

@@ -512,6 +512,7 @@ static void collect_finished(void)
         t->latency_ms = (monotonic_ns() - t->started_ns) / 1000000;
         t->delivered = webhook_attempt_delivered(&t->guard, msg->data.result, t->status);
         t->error = webhook_attempt_error(&t->guard, msg->data.result, t->status);
+        webhook_attempt_log(&t->guard, t->endpoint_id, t->event_id, t->error);
         observe(&stats.attempt, t->latency_ms * 1000);
         if (t->delivered)
             observe(&stats.lag, now_us() - t->event_created_us);

@@ -281,6 +281,10 @@ def test_deliveries_say_what_happened_in_payds_words_only(fresh_server):
             for a in attempts(u, ep):
                 assert a["error"] in VOCABULARY and a["outcome"] == "retrying", a
                 assert not any(word in a["error"] for word in ("ailed", "eply", " ")), a
+        # the details are the operator's: in the log, not in the API
+        log = s.read_log()
+        assert "webhook attempt ended without a clean answer" in log
+        assert "Empty reply from server" in log and f"127.0.0.1 port {dead_port}" in log
     finally:
         for rx in (target, closing, silent, failing, redirect):
             rx.close()
