@@ -17,6 +17,8 @@
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
+#include "webhook/address_policy.h"
+#include "webhook/attempt_guard.h"
 #include "webhook/delivery.h"
 
 #define ENDPOINT_COLUMNS "id, url, events, description, disabled, created_at, updated_at"
@@ -67,25 +69,6 @@ static const resource endpoint_resource = {
 
 /* ---- validation ---- */
 
-static bool host_is_private(const char *host)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    char bare[256];
-    size_t len = strlen(host);
-    if (len >= 2 && host[0] == '[' && host[len - 1] == ']' && len - 2 < sizeof bare) {
-        memcpy(bare, host + 1, len - 2);
-        bare[len - 2] = '\0';
-        host = bare;
-    }
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return false; /* unresolvable now; the delivery's own socket check refuses it later */
-    bool priv = false;
-    for (struct addrinfo *r = res; r && !priv; r = r->ai_next)
-        priv = webhook_address_private(r->ai_addr);
-    freeaddrinfo(res);
-    return priv;
-}
-
 /* The url field: http(s) only, a host, no user name or password. */
 static bool url_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
 {
@@ -114,9 +97,9 @@ static bool url_check(const field *f, json_t *value, void *out, arena *a, const 
     return !*detail;
 }
 
-/* With --webhook-deny-private no address of the url's host may be loopback or private. It takes
- * a DNS lookup, so it runs in a step on a thread that may block (url_checked_then), not with the
- * declared checks. */
+/* With --webhook-deny-private every address of the url's host must be global unicast and not
+ * this server's own (webhook/address_policy.h). It takes a DNS lookup, so it runs in a step on a
+ * thread that may block (url_checked_then), not with the declared checks. */
 static bool url_allowed_or_reply(request *req, const char *url)
 {
     if (!url || !req->app->cfg.webhook_deny_private)
@@ -124,13 +107,14 @@ static bool url_allowed_or_reply(request *req, const char *url)
     CURLU *u = curl_url();
     char *host = NULL;
     bool priv = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-                curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host_is_private(host);
+                curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+                !webhook_host_allowed(host);
     curl_free(host);
     curl_url_cleanup(u);
     if (priv)
         reply_invalid_param(req, ERR_INVALID_PARAMETER, "url",
-                            "'url' points to a loopback or private address, which this server "
-                            "refuses");
+                            "'url' points to an address that is not global unicast (private, "
+                            "loopback, reserved or this server's own), which this server refuses");
     return !priv;
 }
 
@@ -364,16 +348,16 @@ step_result webhooks_delete(request *req, void *prepared)
 
 static json_t *attempt_json(db_stmt *st)
 {
-    return json_pack("{s:o, s:s, s:o, s:o, s:I, s:o, s:I, s:o, s:s, s:o, s:o}", "id",
-                     json_id("wha", (uint64_t)db_int(st, 0)), "object", "webhook_attempt",
-                     "webhook_endpoint_id", json_id("we", (uint64_t)db_int(st, 9)), "event_id",
-                     json_id("evt", (uint64_t)db_int(st, 1)), "attempt", (json_int_t)db_int(st, 2),
-                     "response_status",
-                     db_is_null(st, 3) ? json_null() : json_integer(db_int(st, 3)), "latency_ms",
-                     (json_int_t)db_int(st, 4), "error", json_string_or_null(db_text(st, 5)),
-                     "outcome", db_text(st, 7), "next_attempt_at",
-                     db_is_null(st, 6) ? json_null() : json_time(db_int(st, 6)), "created_at",
-                     json_time(db_int(st, 8)));
+    return json_pack(
+        "{s:o, s:s, s:o, s:o, s:I, s:o, s:I, s:o, s:s, s:o, s:o}", "id",
+        json_id("wha", (uint64_t)db_int(st, 0)), "object", "webhook_attempt", "webhook_endpoint_id",
+        json_id("we", (uint64_t)db_int(st, 9)), "event_id", json_id("evt", (uint64_t)db_int(st, 1)),
+        "attempt", (json_int_t)db_int(st, 2), "response_status",
+        db_is_null(st, 3) ? json_null() : json_integer(db_int(st, 3)), "latency_ms",
+        (json_int_t)db_int(st, 4), "error", json_string_or_null(webhook_error_word(db_text(st, 5))),
+        "outcome", db_text(st, 7), "next_attempt_at",
+        db_is_null(st, 6) ? json_null() : json_time(db_int(st, 6)), "created_at",
+        json_time(db_int(st, 8)));
 }
 
 static const list_query attempts_list_query = {

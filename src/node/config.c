@@ -106,7 +106,8 @@ static const config_option options[] = {
     {"event-retention", OPT_DURATION, FIELD(event_retention_ms), "720h", 1000, 3650 * DAY_MS,
      "how long events and delivery attempts are kept"},
     {"webhook-deny-private", OPT_BOOL, FIELD(webhook_deny_private), "false", 0, 0,
-     "refuse webhook URLs on loopback, private and link-local addresses"},
+     "allow webhook targets on global unicast addresses only (turn on when merchants who do "
+     "not trust each other share this server)"},
     {"webhook-retry-scale", OPT_STRING, FIELD(webhook_retry_scale), "1", 0, 0,
      "factor on the webhook retry schedule and its 3 days (tests: 0.001)"},
     {"webhook-lease", OPT_DURATION, FIELD(webhook_lease_ms), "30s", 11000, DAY_MS,

@@ -1,10 +1,8 @@
 /* The webhook delivery worker; see delivery.h for the guarantees. */
 #include "webhook/delivery.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -18,6 +16,7 @@
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "store/store.h"
+#include "webhook/attempt_guard.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
 #define CLAIM_BATCH        256
@@ -81,33 +80,6 @@ void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t b
         len += snprintf(out + len, cap - (size_t)len, "%02x", mac[i]);
 }
 
-bool webhook_address_private(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET) {
-        uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-        return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 || /* loopback, 10/8 */
-               (a >> 20) == 0xAC1 || (a >> 16) == 0xC0A8 ||             /* 172.16/12, 192.168/16 */
-               (a >> 16) == 0xA9FE || (a >> 22) == 0x191 ||             /* 169.254/16, 100.64/10 */
-               (a >> 28) >= 0xE;                                        /* multicast, reserved */
-    }
-    if (sa->sa_family == AF_INET6) {
-        const uint8_t *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-        static const uint8_t zero[15] = {0};
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (!memcmp(b, zero, 15) && b[15] <= 1) /* :: and ::1 */
-            return true;
-        if ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || (b[0] & 0xfe) == 0xfc || b[0] == 0xff)
-            return true; /* link-local, unique local, multicast */
-        if (!memcmp(b, mapped, 12)) {
-            struct sockaddr_in v4 = {.sin_family = AF_INET};
-            memcpy(&v4.sin_addr, b + 12, 4);
-            return webhook_address_private((const struct sockaddr *)&v4);
-        }
-        return false;
-    }
-    return true;
-}
-
 /* ---- metrics ---- */
 
 #define MAX_BUCKETS 16
@@ -158,7 +130,8 @@ typedef struct attempt {
     CURL *easy;
     /* the result */
     long status;
-    char error[CURL_ERROR_SIZE];
+    webhook_guard guard; /* its limits on the wire (attempt_guard.h) */
+    const char *error;   /* a word of attempt_guard.h's vocabulary, or NULL */
     int64_t latency_ms;
     bool delivered;
     const char *outcome; /* delivered, retrying or failed (gave up), set when recorded */
@@ -356,8 +329,8 @@ static int record_attempts(db_conn *db, void *arg)
             "latency_ms, error, next_attempt_at, outcome, created_at) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             "iiiiziszsi", (int64_t)t->record_id, (int64_t)t->endpoint_id, (int64_t)t->event_id,
-            (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error[0] ? t->error : NULL,
-            next, outcome, id_decode(t->record_id).unix_ms * 1000);
+            (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error, next, outcome,
+            id_decode(t->record_id).unix_ms * 1000);
         if (rc != DB_DONE)
             return rc;
         /* only the holder of the lease moves the delivery on */
@@ -401,24 +374,6 @@ static int release_claims(db_conn *db, void *arg)
 
 /* ---- HTTP ---- */
 
-static size_t discard(char *p, size_t size, size_t n, void *ctx)
-{
-    (void)p;
-    (void)ctx;
-    return size * n;
-}
-
-/* --webhook-deny-private is checked on the address actually connected to, so a name that
- * resolves differently at delivery time cannot reach a private address either. */
-static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *addr)
-{
-    (void)ctx;
-    (void)purpose;
-    if (W.a->cfg.webhook_deny_private && webhook_address_private(&addr->addr))
-        return CURL_SOCKET_BAD;
-    return socket(addr->family, addr->socktype, addr->protocol);
-}
-
 static void start_attempt(const claimed *c, uint64_t lease_id)
 {
     attempt *t = calloc(1, sizeof *t);
@@ -453,9 +408,7 @@ static void start_attempt(const claimed *c, uint64_t lease_id)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* never follow a redirect */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    webhook_guard_attach(e, &t->guard, W.a->cfg.webhook_deny_private);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     t->started_ns = monotonic_ns();
     t->next = W.active;
@@ -557,11 +510,9 @@ static void collect_finished(void)
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
         curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->status);
         t->latency_ms = (monotonic_ns() - t->started_ns) / 1000000;
-        if (msg->data.result != CURLE_OK && !t->error[0])
-            snprintf(t->error, sizeof t->error, "%s", curl_easy_strerror(msg->data.result));
-        t->delivered = msg->data.result == CURLE_OK && t->status >= 200 && t->status < 300;
-        if (msg->data.result == CURLE_OK && !t->delivered)
-            snprintf(t->error, sizeof t->error, "the endpoint answered %ld", t->status);
+        t->delivered = webhook_attempt_delivered(&t->guard, msg->data.result, t->status);
+        t->error = webhook_attempt_error(&t->guard, msg->data.result, t->status);
+        webhook_attempt_log(&t->guard, t->endpoint_id, t->event_id, t->error);
         observe(&stats.attempt, t->latency_ms * 1000);
         if (t->delivered)
             observe(&stats.lag, now_us() - t->event_created_us);

@@ -9,7 +9,6 @@
  * nothing. A crash leaves leases that simply run out, and the attempt is made again. */
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 #include "core/jsonw.h"
 
@@ -34,9 +33,6 @@ void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t b
 
 /* The delay before retry `attempt` (1 = after the first failure), nominal, before jitter. */
 int64_t webhook_retry_delay_ms(int attempt);
-
-/* Loopback, private, link-local, unspecified or multicast: refused by --webhook-deny-private. */
-bool webhook_address_private(const struct sockaddr *sa);
 
 /* Prometheus text for the webhook metrics (malloc'd). */
 char *webhook_metrics_render(struct app *a);
