@@ -18,6 +18,7 @@
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "store/store.h"
+#include "webhook/secret.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
 #define CLAIM_BATCH        256
@@ -308,9 +309,11 @@ static int claim_due(db_conn *db, void *arg)
         st =
             db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
                      "i", (int64_t)c->endpoint_id);
-        if (db_step(st) == DB_ROW) {
+        char secret[WEBHOOK_SECRET_MAX]; /* a secret that does not open: nothing to send */
+        if (db_step(st) == DB_ROW &&
+            webhook_secret_open(W.a->cursor_key, c->endpoint_id, db_text(st, 1), secret) == 0) {
             c->url = dup_text(db_text(st, 0));
-            c->secret = dup_text(db_text(st, 1));
+            c->secret = dup_text(secret);
         }
         db_done(st);
         st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
