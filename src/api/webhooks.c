@@ -431,8 +431,8 @@ typedef struct plain_secret {
     char *secret;
 } plain_secret;
 
-/* Every endpoint secret still in the clear, sealed where it is. The UPDATE names the plain text
- * it replaces, so nodes starting together seal each row once. */
+/* Every endpoint secret still in the clear, sealed where it is: how many, or -1. The UPDATE names
+ * the plain text it replaces, so nodes starting together seal each row once. */
 static int seal_plain_endpoint_secrets(db_conn *db, const uint8_t server_secret[32])
 {
     db_stmt *st = db_query(db,
@@ -462,7 +462,7 @@ static int seal_plain_endpoint_secrets(db_conn *db, const uint8_t server_secret[
     for (size_t i = 0; i < count; i++)
         free(rows[i].secret);
     free(rows);
-    return rc == DB_DONE ? 0 : -1;
+    return rc == DB_DONE ? (int)count : -1;
 }
 
 /* A stored create answer that shows its secret ("…,"secret":"whsec_…"}", the member a create
@@ -493,7 +493,7 @@ typedef struct stored_answer {
 } stored_answer;
 
 /* Every stored answer of an endpoint's create that shows its secret, redacted as a replay of a
- * create shows it now. */
+ * create shows it now: how many, or -1. */
 static int redact_stored_answers(db_conn *db)
 {
     db_stmt *st = db_query(db,
@@ -525,17 +525,25 @@ static int redact_stored_answers(db_conn *db)
         free(rows[i].body);
     }
     free(rows);
-    return rc == DB_DONE ? 0 : -1;
+    return rc == DB_DONE ? (int)count : -1;
 }
 
 int webhook_secrets_seal_existing(db_conn *db, const uint8_t server_secret[32])
 {
-    if (db_exec(db, "BEGIN", "") != DB_DONE)
+    /* SQLite: the plain texts replaced are zeroed in their pages, not left in free space, and
+     * once they are replaced the WAL, which still holds the old pages, is emptied */
+    bool sqlite = db_kind_of(db) == DB_SQLITE;
+    if ((sqlite && db_exec_script(db, "PRAGMA secure_delete = ON") != DB_DONE) ||
+        db_exec(db, "BEGIN", "") != DB_DONE)
         return -1;
-    if (seal_plain_endpoint_secrets(db, server_secret) != 0 || redact_stored_answers(db) != 0 ||
-        db_exec(db, "COMMIT", "") != DB_DONE) {
+    int sealed = seal_plain_endpoint_secrets(db, server_secret);
+    int redacted = sealed < 0 ? -1 : redact_stored_answers(db);
+    if (redacted < 0 || db_exec(db, "COMMIT", "") != DB_DONE) {
         db_exec(db, "ROLLBACK", "");
         return -1;
     }
-    return 0;
+    if (sqlite && sealed + redacted > 0 &&
+        db_exec_script(db, "PRAGMA wal_checkpoint(TRUNCATE)") != DB_DONE)
+        return -1;
+    return sqlite && db_exec_script(db, "PRAGMA secure_delete = OFF") != DB_DONE ? -1 : 0;
 }
