@@ -309,11 +309,9 @@ static int claim_due(db_conn *db, void *arg)
         st =
             db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
                      "i", (int64_t)c->endpoint_id);
-        char secret[WEBHOOK_SECRET_MAX]; /* a secret that does not open: nothing to send */
-        if (db_step(st) == DB_ROW &&
-            webhook_secret_open(W.a->cursor_key, c->endpoint_id, db_text(st, 1), secret) == 0) {
+        if (db_step(st) == DB_ROW) {
             c->url = dup_text(db_text(st, 0));
-            c->secret = dup_text(secret);
+            c->secret = dup_text(db_text(st, 1));
         }
         db_done(st);
         st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
@@ -679,7 +677,9 @@ static void claim(void)
     r.until = j.now_us + BUSY_RETRY_MS * 1000;
     for (int i = 0; i < j.count; i++) {
         claimed *c = &j.rows[i];
-        if (!c->url || !c->type) { /* its endpoint or event is gone: nothing to send */
+        if (c->secret) /* opened here, off the writer the claim ran on */
+            c->secret = webhook_secret_opened(W.a->cursor_key, c->endpoint_id, c->secret);
+        if (!c->url || !c->type || !c->secret) { /* gone, or a secret that does not open */
             free_claim_strings(c);
             continue;
         }

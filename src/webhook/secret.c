@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -39,28 +40,23 @@ int webhook_secret_seal(const uint8_t server_secret[32], uint64_t endpoint_id, c
     return seal_text(key, context, secret, out, WEBHOOK_SEALED_MAX);
 }
 
-int webhook_secret_open(const uint8_t server_secret[32], uint64_t endpoint_id, const char *stored,
-                        char out[WEBHOOK_SECRET_MAX])
+char *webhook_secret_opened(const uint8_t server_secret[32], uint64_t endpoint_id, char *stored)
 {
-    if (!stored)
-        return -1;
-    if (!seal_is_sealed(stored)) {
-        if (strlen(stored) >= WEBHOOK_SECRET_MAX)
-            return -1;
-        strcpy(out, stored);
-        return 0;
-    }
+    if (!seal_is_sealed(stored))
+        return stored;
     uint8_t key[SEAL_KEY_BYTES];
-    char context[48];
+    char context[48], secret[WEBHOOK_SECRET_MAX];
     seal_key_derive(server_secret, SEALING_PURPOSE, key);
     context_of(endpoint_id, context);
-    if (seal_open(key, context, stored, out, WEBHOOK_SECRET_MAX) == 0)
-        return 0;
+    int rc = seal_open(key, context, stored, secret, sizeof secret);
+    free(stored);
+    if (rc == 0)
+        return strdup(secret);
     /* sealed under another server secret, or altered: nothing can sign with it */
     jsonw w;
     log_begin(&w, "error", "webhook endpoint secret does not open");
     jw_key(&w, "endpoint_id");
     jw_int(&w, (int64_t)endpoint_id);
     log_end(&w);
-    return -1;
+    return NULL;
 }

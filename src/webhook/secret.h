@@ -14,10 +14,9 @@ int webhook_secret_new(char out[WEBHOOK_SECRET_MAX]);
 /* The secret of endpoint `endpoint_id` sealed for its row. 0, or -1. */
 int webhook_secret_seal(const uint8_t server_secret[32], uint64_t endpoint_id, const char *secret,
                         char out[WEBHOOK_SEALED_MAX]);
-/* What the row holds back into the secret that signs: a sealed secret opened, a plain one (a
- * row sealed by no node yet: written before this release, see webhook_secrets_seal_existing) as
- * it is. 0, or -1 (logged) when it does not open. */
-int webhook_secret_open(const uint8_t server_secret[32], uint64_t endpoint_id, const char *stored,
-                        char out[WEBHOOK_SECRET_MAX]);
+/* What the row holds (malloc'd; taken and freed) back into the secret that signs (malloc'd): a
+ * sealed secret opened, a plain one (a row sealed by no node yet: written before this release,
+ * see webhook_secrets_seal_existing) as it is. NULL (logged) when it does not open. */
+char *webhook_secret_opened(const uint8_t server_secret[32], uint64_t endpoint_id, char *stored);
 
 #endif
