@@ -429,9 +429,13 @@ static int cmd_key(int argc, char **argv)
 
 /* ---- serve ---- */
 
-static int load_cursor_secret(db_conn *db, void *cursor_key)
+/* The server secret (it signs cursors, and the keys that seal secrets at rest derive from it),
+ * then the secrets stored in the clear before they were sealed. */
+static int load_server_secret(db_conn *db, void *cursor_key)
 {
-    return store_secret_on(db, "cursor", cursor_key);
+    if (store_secret_on(db, "cursor", cursor_key) != 0)
+        return -1;
+    return webhook_secrets_seal_existing(db, cursor_key);
 }
 
 static int cmd_serve(int argc, char **argv)
@@ -472,7 +476,7 @@ static int cmd_serve(int argc, char **argv)
                          .no_prepare = !a.cfg.db_prepare,
                          .application_name = application_name,
                          .wait_for_database = true,
-                         .on_first_connect = load_cursor_secret,
+                         .on_first_connect = load_server_secret,
                          .on_first_connect_arg = a.cursor_key};
     a.store = store_open(&opt, err, sizeof err);
     if (!a.store) {

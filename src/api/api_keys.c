@@ -1,8 +1,9 @@
 /* The caller's own API keys (§13): GET and POST /v1/api_keys, DELETE /v1/api_keys/{id}.
- * POST takes no Idempotency-Key on purpose: its answer holds the new key, and the idempotency
- * engine would keep a copy of it in plain text. A request cannot revoke the key it was made with
- * (409 api_key_in_use): rotate by creating the new key, moving clients to it, then revoking the
- * old one with the new one. */
+ * POST honours an Idempotency-Key: the key keeps the answer with the new key redacted
+ * (resource_created_with_secret), so a repeat makes no second key and no stored answer holds
+ * one. A user holds at most --max-api-keys active keys. A request cannot revoke the key it was
+ * made with (409 api_key_in_use): rotate by creating the new key, moving clients to it, then
+ * revoking the old one with the new one. */
 #include "api/api_keys.h"
 
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/timefmt.h"
+#include "idem/idem.h"
 #include "node/auth.h"
 
 void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *name,
@@ -114,19 +116,40 @@ typedef struct key_job {
     new_api_key key;
 } key_job;
 
+/* What a replay shows instead of the key (resource_created_with_secret). */
+#define ROTATE_API_KEY                                                                             \
+    "the key is shown only in the first answer to this request; if it was lost, create another "   \
+    "key and revoke this one with it"
+
 static int insert_key(db_conn *db, void *arg)
 {
     key_job *job = arg;
+    request *req = job->req;
+    bool full;
+    db_status rc = user_cap_reached(
+        db, req->user.id, "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND status = 'active'",
+        req->app->cfg.max_api_keys, &full);
+    if (rc != DB_DONE)
+        return rc;
+    if (full) {
+        char detail[160];
+        snprintf(detail, sizeof detail,
+                 "a user may have at most %lld active API keys; revoke one to make another",
+                 (long long)req->app->cfg.max_api_keys);
+        reply_error(req, ERR_API_KEY_LIMIT_REACHED, detail);
+        return 0;
+    }
     /* the key itself is in this answer, and only here */
-    return resource_created_with(job->req, &api_key_resource, api_key_insert(db, &job->key),
-                                 "api_key", job->key.key);
+    const secret_member key = {"api_key", job->key.key, ROTATE_API_KEY};
+    return resource_created_with_secret(req, &api_key_resource, api_key_insert(db, &job->key),
+                                        &key);
 }
 
 static step_result key_stored(request *req, void *arg)
 {
     (void)arg;
     write_result w = write_result_of(req->write_rc);
-    if (w == WRITE_OK)
+    if (w == WRITE_OK && req->status == 201)
         reply_header(req, "Cache-Control", "no-store");
     reply_not_stored(req, w, "API key", NULL);
     return STEP_DONE;
@@ -142,7 +165,8 @@ step_result api_keys_create(request *req, void *prepared)
     int64_t created_at;
     new_row_id(req, &id, &created_at);
     api_key_generate(&job->key, id, req->user.id, in->name, created_at);
-    return request_write_then(req, insert_key, job, key_stored);
+    /* the Idempotency-Key, when sent, is claimed in this same job (commit_response_then) */
+    return commit_response_then(req, insert_key, job, key_stored, NULL);
 }
 
 typedef struct revoke_job {

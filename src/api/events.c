@@ -19,9 +19,11 @@
     "(events = ',*,' OR length(replace(events, ',' || " type_param " || ',', '')) < "              \
     "length(events))"
 
-/* The outbox: one pending delivery per enabled endpoint of the user that wants the type. */
+/* The outbox: one pending delivery per enabled endpoint of the user that wants the type, to at
+ * most `fanout` of them (--max-webhook-fanout), the oldest first. Endpoints with the same url
+ * are not merged: each signs with its own secret and keeps its own attempts, so each counts. */
 static int queue_deliveries(db_conn *db, uint64_t user, uint64_t event, const char *type,
-                            int64_t created)
+                            int64_t created, int64_t fanout)
 {
     if (db_kind_of(db) == DB_POSTGRES) {
         /* one statement that needs no answer, so it travels with the job's next one: a read
@@ -33,8 +35,8 @@ static int queue_deliveries(db_conn *db, uint64_t user, uint64_t event, const ch
             "next_attempt_at, lease_until, lease_id, created_at) "
             "SELECT id, CAST($1 AS BIGINT), 'pending', 0, CAST($3 AS BIGINT), 0, 0, "
             "CAST($3 AS BIGINT) FROM webhook_endpoints "
-            "WHERE user_id = $2 AND disabled = 0 AND " ENDPOINT_WANTS("$4"),
-            "iiis", (int64_t)event, (int64_t)user, created, type);
+            "WHERE user_id = $2 AND disabled = 0 AND " ENDPOINT_WANTS("$4") " ORDER BY id LIMIT $5",
+            "iiisi", (int64_t)event, (int64_t)user, created, type, fanout);
         if (rc == DB_DONE)
             webhook_events_recorded(1, 0);
         return rc;
@@ -43,8 +45,8 @@ static int queue_deliveries(db_conn *db, uint64_t user, uint64_t event, const ch
      * indexed read costs the single writer far less than an INSERT … SELECT that finds nothing */
     db_stmt *st = db_query(db,
                            "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
-                           "AND " ENDPOINT_WANTS("$2"),
-                           "is", (int64_t)user, type);
+                           "AND " ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
+                           "isi", (int64_t)user, type, fanout);
     if (!st)
         return DB_ERROR;
     uint64_t *endpoints = NULL;
@@ -91,7 +93,7 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
         return rc;
     if (object_json == req->resp_body)
         req->resp_event = id; /* the key's stored answer may name this event (idem.c) */
-    return queue_deliveries(db, req->user.id, id, type, created);
+    return queue_deliveries(db, req->user.id, id, type, created, req->app->cfg.max_webhook_fanout);
 }
 
 int event_record_reply(db_conn *db, request *req, const char *type, const char *member)

@@ -76,6 +76,10 @@ void webhooks_get(request *req);
 step_result webhooks_update(request *req, void *prepared);
 step_result webhooks_delete(request *req, void *prepared);
 void webhooks_deliveries(request *req);
+/* At start, once the server secret is loaded: seals every webhook endpoint secret still in the
+ * clear and redacts the secret in every stored answer of an endpoint's create (rows written
+ * before secrets were sealed). In a transaction of its own; 0, or -1. */
+int webhook_secrets_seal_existing(db_conn *db, const uint8_t server_secret[32]);
 /* The order as this connection sees it now, as JSON text to free (NULL when there is none). */
 char *order_read_text(db_conn *db, uint64_t id);
 

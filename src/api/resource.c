@@ -73,22 +73,52 @@ void resource_get(request *req, const resource *r)
                             db_query(db, r->get_sql, "ii", (int64_t)id, (int64_t)req->user.id));
 }
 
+void write_redacted_secret(jsonw *w, const char *member, const char *rotate)
+{
+    jw_key(w, member);
+    jw_null(w);
+    jw_key(w, "redacted");
+    jw_object_begin(w);
+    jw_member_string(w, "member", member);
+    jw_member_string(w, "code", "secret_shown_once");
+    jw_member_string(w, "detail", rotate);
+    jw_object_end(w);
+}
+
+/* The 201 shows the secret; the key keeps the same answer with the secret redacted, so no
+ * stored answer holds it and a replay says how to get a new one. */
+static void reply_with_secret(request *req, const resource *r, db_stmt *st,
+                              const secret_member *secret)
+{
+    jsonw shown, kept;
+    jw_init(&shown);
+    jw_init(&kept);
+    r->write_row(st, &shown);
+    r->write_row(st, &kept);
+    jw_object_reopen(&shown);
+    jw_member_string(&shown, secret->member, secret->value);
+    jw_object_end(&shown);
+    jw_object_reopen(&kept);
+    write_redacted_secret(&kept, secret->member, secret->rotate);
+    jw_object_end(&kept);
+    reply_jsonw(req, 201, &shown);
+    reply_keep_instead(req, &kept);
+}
+
 static db_status created(request *req, const resource *r, db_stmt *st, bool *skipped,
-                         const char *member, const char *value)
+                         const secret_member *secret)
 {
     db_status rc = db_step(st);
     if (rc == DB_ROW) {
         row_headers(req, r, st, 201);
-        jsonw w;
-        jw_init(&w);
-        r->write_row(st, &w);
-        if (member) {
-            jw_object_reopen(&w);
-            jw_key(&w, member);
-            jw_string(&w, value);
-            jw_object_end(&w);
+        if (secret) {
+            reply_with_secret(req, r, st, secret);
+        } else {
+            jsonw w;
+            jw_init(&w);
+            r->write_row(st, &w);
+            reply_jsonw(req, 201, &w);
         }
-        reply_jsonw(req, 201, &w);
         rc = DB_DONE;
     } else if (rc == DB_DONE) {
         if (skipped)
@@ -104,13 +134,13 @@ db_status resource_created(request *req, const resource *r, db_stmt *st, bool *s
 {
     if (skipped)
         *skipped = false;
-    return created(req, r, st, skipped, NULL, NULL);
+    return created(req, r, st, skipped, NULL);
 }
 
-db_status resource_created_with(request *req, const resource *r, db_stmt *st, const char *member,
-                                const char *value)
+db_status resource_created_with_secret(request *req, const resource *r, db_stmt *st,
+                                       const secret_member *secret)
 {
-    return created(req, r, st, NULL, member, value);
+    return created(req, r, st, NULL, secret);
 }
 
 int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
@@ -128,6 +158,26 @@ int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool 
     }
     db_done(st);
     return rc;
+}
+
+db_status user_cap_reached(db_conn *db, uint64_t user, const char *count_sql, int64_t cap,
+                           bool *reached)
+{
+    *reached = false;
+    if (db_kind_of(db) == DB_POSTGRES) {
+        db_stmt *lock =
+            db_query(db, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", "i", (int64_t)user);
+        db_status rc = db_step(lock);
+        db_done(lock);
+        if (rc != DB_ROW && rc != DB_DONE)
+            return rc;
+    }
+    db_stmt *st = db_query(db, count_sql, "i", (int64_t)user);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW)
+        *reached = db_int(st, 0) >= cap;
+    db_done(st);
+    return rc == DB_ROW ? DB_DONE : rc == DB_DONE ? DB_ERROR : rc;
 }
 
 void new_row_id(request *req, uint64_t *id, int64_t *created_at)

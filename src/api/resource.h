@@ -50,9 +50,20 @@ void resource_reply(request *req, const resource *r, db_stmt *st, int status);
  * DB_DONE once answered, else the failure for the job to return. skipped: for an INSERT … ON
  * CONFLICT DO NOTHING, set when it returned no row (nothing answered); NULL: that is DB_ERROR. */
 db_status resource_created(request *req, const resource *r, db_stmt *st, bool *skipped);
-/* The same with one more string member, which only the create shows (a new key's secret). */
-db_status resource_created_with(request *req, const resource *r, db_stmt *st, const char *member,
-                                const char *value);
+/* A secret only a create's answer shows (a new API key, a webhook endpoint's signing secret). */
+typedef struct secret_member {
+    const char *member; /* "secret" */
+    const char *value;
+    const char *rotate; /* how to get a new one, for the replay that no longer shows it */
+} secret_member;
+/* resource_created with the secret as one more member. The idempotency key keeps the answer
+ * with the secret redacted (write_redacted_secret), so a replay shows that instead. */
+db_status resource_created_with_secret(request *req, const resource *r, db_stmt *st,
+                                       const secret_member *secret);
+/* `"<member>": null, "redacted": {"member", "code": "secret_shown_once", "detail": rotate}` as
+ * members of the object w is in: what a replay shows instead of a secret
+ * (docs/idempotency.md, "Answers that show a secret"). */
+void write_redacted_secret(jsonw *w, const char *member, const char *rotate);
 /* The headers of an answer that carries a row: its ETag when r has a version, and on a 201 its
  * Location (r's path and key). The one place either is set. */
 void resource_headers(request *req, const resource *r, int status, const char *key,
@@ -63,6 +74,14 @@ void resource_headers(request *req, const resource *r, int status, const char *k
  * (PostgreSQL: it changed between the two statements), so the job runs again; else 0. */
 int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
                              int64_t expected, bool from_if_match);
+
+/* In a create's write job, before its INSERT: whether the user already holds `cap` of what
+ * count_sql counts (one row, one column; $1 is the user). On PostgreSQL the user's row is locked
+ * first (FOR UPDATE), so two creates of one user count one after the other, the second seeing the
+ * first's row; SQLite's one writer runs them one after the other anyway. So two creates at
+ * cap - 1 never both pass. DB_DONE with *reached set, or the failure for the job to return. */
+db_status user_cap_reached(db_conn *db, uint64_t user, const char *count_sql, int64_t cap,
+                           bool *reached);
 
 /* A new row's Snowflake id and its created_at: the millisecond the id carries, so (created_at,
  * id), the order lists use, is the order ids were issued in. */

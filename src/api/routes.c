@@ -109,7 +109,8 @@ const route payd_routes[] = {
     R_STEPS("PATCH", "/v1/users/me", NULL, users_update, WRITE, users_update_body, NULL),
 
     R_QUERY("GET", "/v1/api_keys", api_keys_list, AUTH, api_keys_list_query),
-    R_STEPS("POST", "/v1/api_keys", NULL, api_keys_create, WRITE, api_keys_create_body, NULL),
+    R_STEPS("POST", "/v1/api_keys", NULL, api_keys_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,
+            api_keys_create_body, NULL),
     R_START("DELETE", "/v1/api_keys/{id}", api_keys_revoke, AUTH | ROUTE_WRITES),
 
     R_STEPS("POST", "/v1/products", NULL, products_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,

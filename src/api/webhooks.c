@@ -1,9 +1,9 @@
-/* Webhook endpoints (§15): create (the secret is shown only then), list, get, update, delete,
- * and each endpoint's delivery attempts. Deliveries themselves are src/webhook/delivery.c. */
+/* Webhook endpoints (§15): create (the secret is shown only then, and kept sealed:
+ * webhook/secret.h), list, get, update, delete, and each endpoint's delivery attempts. A user
+ * holds at most --max-webhook-endpoints. Deliveries themselves are src/webhook/delivery.c. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netdb.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@
 #include "webhook/address_policy.h"
 #include "webhook/attempt_guard.h"
 #include "webhook/delivery.h"
+#include "webhook/secret.h"
 
 #define ENDPOINT_COLUMNS "id, url, events, description, disabled, created_at, updated_at"
 #define MAX_URL          2048
@@ -186,41 +187,60 @@ typedef struct new_endpoint {
     request *req;
     uint64_t id;
     const char *url, *description, *events;
-    char secret[80];
+    char secret[WEBHOOK_SECRET_MAX];
+    char sealed[WEBHOOK_SEALED_MAX]; /* what the row keeps */
     int64_t now;
 } new_endpoint;
+
+/* What a replay shows instead of the secret (resource_created_with_secret). */
+#define ROTATE_ENDPOINT_SECRET                                                                     \
+    "the secret is shown only in the first answer to this request; to rotate it, create a new "    \
+    "endpoint with the same url and events, move your receiver to its secret, then delete this "   \
+    "one"
 
 static int insert_endpoint(db_conn *db, void *arg)
 {
     new_endpoint *e = arg;
-    /* the secret is shown in this answer only */
-    return resource_created_with(
-        e->req, &endpoint_resource,
+    request *req = e->req;
+    bool full;
+    db_status rc = user_cap_reached(db, req->user.id,
+                                    "SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1",
+                                    req->app->cfg.max_webhook_endpoints, &full);
+    if (rc != DB_DONE)
+        return rc;
+    if (full) {
+        char detail[160];
+        snprintf(detail, sizeof detail,
+                 "a user may have at most %lld webhook endpoints; delete one to make another",
+                 (long long)req->app->cfg.max_webhook_endpoints);
+        reply_error(req, ERR_WEBHOOK_ENDPOINT_LIMIT_REACHED, detail);
+        return 0;
+    }
+    const secret_member secret = {"secret", e->secret, ROTATE_ENDPOINT_SECRET};
+    return resource_created_with_secret(
+        req, &endpoint_resource,
         db_query(db,
                  "INSERT INTO webhook_endpoints (id, user_id, url, events, description, secret, "
                  "disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7) "
                  "RETURNING " ENDPOINT_COLUMNS,
-                 "iissssi", (int64_t)e->id, (int64_t)e->req->user.id, e->url, e->events,
-                 e->description, e->secret, e->now),
-        "secret", e->secret);
+                 "iissssi", (int64_t)e->id, (int64_t)req->user.id, e->url, e->events,
+                 e->description, e->sealed, e->now),
+        &secret);
 }
 
-/* After the url's check: the secret, then the row and the key's answer (the key claimed in the
- * same job) in one commit. */
+/* After the url's check: the secret, then the cap, the row and the key's answer (the key claimed
+ * in the same job) in one commit. */
 static step_result create_endpoint(request *req, void *arg)
 {
     new_endpoint *e = arg;
     if (!url_allowed_or_reply(req, e->url))
         return STEP_DONE;
-    uint8_t raw[24];
-    if (RAND_bytes(raw, sizeof raw) != 1) {
+    new_row_id(req, &e->id, &e->now);
+    if (webhook_secret_new(e->secret) != 0 ||
+        webhook_secret_seal(req->app->cursor_key, e->id, e->secret, e->sealed) != 0) {
         reply_error(req, ERR_INTERNAL, "no randomness for the secret");
         return STEP_DONE;
     }
-    int len = snprintf(e->secret, sizeof e->secret, "whsec_");
-    for (size_t i = 0; i < sizeof raw; i++)
-        len += snprintf(e->secret + len, sizeof e->secret - (size_t)len, "%02x", raw[i]);
-    new_row_id(req, &e->id, &e->now);
     return resource_commit_then_answer(req, insert_endpoint, e, "webhook endpoint", NULL);
 }
 
@@ -386,4 +406,128 @@ void webhooks_deliveries(request *req)
         return;
     }
     list_page(req, &attempts_list_query, id, NULL);
+}
+
+/* ---- secrets stored before they were sealed ---- */
+
+typedef struct plain_secret {
+    int64_t endpoint_id;
+    char *secret;
+} plain_secret;
+
+/* Every endpoint secret still in the clear, sealed where it is: how many, or -1. The UPDATE names
+ * the plain text it replaces, so nodes starting together seal each row once. */
+static int seal_plain_endpoint_secrets(db_conn *db, const uint8_t server_secret[32])
+{
+    db_stmt *st = db_query(db,
+                           "SELECT id, secret FROM webhook_endpoints "
+                           "WHERE substr(secret, 1, 7) <> 'sealed:'",
+                           "");
+    plain_secret *rows = NULL;
+    size_t count = 0, cap = 0;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW) {
+        if (count == cap) {
+            cap = cap ? cap * 2 : 16;
+            rows = realloc(rows, cap * sizeof *rows);
+        }
+        rows[count++] = (plain_secret){db_int(st, 0), strdup(db_text(st, 1))};
+    }
+    db_done(st);
+    for (size_t i = 0; i < count && rc == DB_DONE; i++) {
+        char sealed[WEBHOOK_SEALED_MAX];
+        rc = webhook_secret_seal(server_secret, (uint64_t)rows[i].endpoint_id, rows[i].secret,
+                                 sealed) == 0
+                 ? db_exec(db,
+                           "UPDATE webhook_endpoints SET secret = $2 WHERE id = $1 AND secret = $3",
+                           "iss", rows[i].endpoint_id, sealed, rows[i].secret)
+                 : DB_ERROR;
+    }
+    for (size_t i = 0; i < count; i++)
+        free(rows[i].secret);
+    free(rows);
+    return rc == DB_DONE ? (int)count : -1;
+}
+
+/* A stored create answer that shows its secret ("…,"secret":"whsec_…"}", the member a create
+ * adds last) as the answer a create stores now: the same with the secret redacted. NULL when
+ * body is not such an answer. */
+static char *redact_stored_answer(const char *body)
+{
+    const char *member = strstr(body, ",\"secret\":\"whsec_");
+    const char *end = member ? strchr(member + strlen(",\"secret\":\""), '"') : NULL;
+    if (!end || strcmp(end, "\"}") != 0)
+        return NULL;
+    jsonw w;
+    jw_init(&w);
+    char *row = malloc((size_t)(member - body) + 2);
+    memcpy(row, body, (size_t)(member - body));
+    memcpy(row + (member - body), "}", 2);
+    jw_raw(&w, row, "{}");
+    free(row);
+    jw_object_reopen(&w);
+    write_redacted_secret(&w, "secret", ROTATE_ENDPOINT_SECRET);
+    jw_object_end(&w);
+    return jw_take(&w, NULL);
+}
+
+typedef struct stored_answer {
+    int64_t user_id;
+    char *key, *body;
+} stored_answer;
+
+/* Every stored answer of an endpoint's create that shows its secret, redacted as a replay of a
+ * create shows it now: how many, or -1. */
+static int redact_stored_answers(db_conn *db)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT user_id, idem_key, response_body FROM idempotency_keys "
+                           "WHERE method = 'POST' AND path = '/v1/webhook_endpoints' "
+                           "AND response_body LIKE '%\"secret\":\"whsec%'",
+                           "");
+    stored_answer *rows = NULL;
+    size_t count = 0, cap = 0;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW) {
+        char *redacted = redact_stored_answer(db_text(st, 2));
+        if (!redacted)
+            continue;
+        if (count == cap) {
+            cap = cap ? cap * 2 : 16;
+            rows = realloc(rows, cap * sizeof *rows);
+        }
+        rows[count++] = (stored_answer){db_int(st, 0), strdup(db_text(st, 1)), redacted};
+    }
+    db_done(st);
+    for (size_t i = 0; i < count && rc == DB_DONE; i++)
+        rc = db_exec(db,
+                     "UPDATE idempotency_keys SET response_body = $3 "
+                     "WHERE user_id = $1 AND idem_key = $2",
+                     "iss", rows[i].user_id, rows[i].key, rows[i].body);
+    for (size_t i = 0; i < count; i++) {
+        free(rows[i].key);
+        free(rows[i].body);
+    }
+    free(rows);
+    return rc == DB_DONE ? (int)count : -1;
+}
+
+int webhook_secrets_seal_existing(db_conn *db, const uint8_t server_secret[32])
+{
+    /* SQLite: the plain texts replaced are zeroed in their pages, not left in free space, and
+     * once they are replaced the WAL, which still holds the old pages, is emptied */
+    bool sqlite = db_kind_of(db) == DB_SQLITE;
+    if ((sqlite && db_exec_script(db, "PRAGMA secure_delete = ON") != DB_DONE) ||
+        db_exec(db, "BEGIN", "") != DB_DONE)
+        return -1;
+    int sealed = seal_plain_endpoint_secrets(db, server_secret);
+    int redacted = sealed < 0 ? -1 : redact_stored_answers(db);
+    if (redacted < 0 || db_exec(db, "COMMIT", "") != DB_DONE) {
+        db_exec(db, "ROLLBACK", "");
+        return -1;
+    }
+    if (sqlite && sealed + redacted > 0 &&
+        db_exec_script(db, "PRAGMA wal_checkpoint(TRUNCATE)") != DB_DONE)
+        return -1;
+    return sqlite && db_exec_script(db, "PRAGMA secure_delete = OFF") != DB_DONE ? -1 : 0;
 }

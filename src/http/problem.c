@@ -61,6 +61,12 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
     [ERR_API_KEY_IN_USE] = {409, "api_key_in_use",
                             "The API key making this request cannot revoke itself", KEY_RELEASE},
+    /* a cap per user (--max-api-keys, --max-webhook-endpoints): nothing was made, and the same
+     * request may succeed once one is revoked or deleted */
+    [ERR_API_KEY_LIMIT_REACHED] = {409, "api_key_limit_reached", "Too many active API keys",
+                                   KEY_RELEASE},
+    [ERR_WEBHOOK_ENDPOINT_LIMIT_REACHED] = {409, "webhook_endpoint_limit_reached",
+                                            "Too many webhook endpoints", KEY_RELEASE},
     /* the database went away mid-request: what was written is unknown, so a claimed key stays
      * for the retry to resume */
     [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},

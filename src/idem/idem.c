@@ -357,9 +357,11 @@ step_result idem_claim_then(request *req, request_step next, void *next_ctx)
 #define FENCED_WRITE(db, sql, types, ...)                                                          \
     db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__)
 
-/* The answer is stored with the key. When an event of the same job recorded this very body as
- * its data (a payment's 201), the key names that event instead of keeping a second copy
- * (app_answers_by_event says when that is safe); a replay reads the body from the event. */
+/* The answer is stored with the key (or what the handler chose to keep instead of it: a create
+ * that shows a secret keeps its answer without the secret). When an event of the same job recorded
+ * this very body as its data (a payment's 201), the key names that event instead of keeping a
+ * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
+ * event. */
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
@@ -370,9 +372,10 @@ static int store_response(db_conn *db, request *req)
                         "response_event = $7 WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
                         "isissiz", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
                         location,
-                        event            ? NULL
-                        : req->resp_body ? req->resp_body
-                                         : "",
+                        event                 ? NULL
+                        : req->resp_kept_body ? req->resp_kept_body
+                        : req->resp_body      ? req->resp_body
+                                              : "",
                         req->idem->fence, (int64_t)event);
 }
 

@@ -116,6 +116,14 @@ static const config_option options[] = {
      "delivery requests one node keeps in flight"},
     {"webhook-endpoint-concurrency", OPT_INT, FIELD(webhook_endpoint_concurrency), "64", 1, 100000,
      "delivery requests in flight to one endpoint from one node"},
+    /* caps per user, so one user cannot make a payment fan out without bound */
+    {"max-webhook-endpoints", OPT_INT, FIELD(max_webhook_endpoints), "16", 1, 100000,
+     "most webhook endpoints one user may have, disabled ones included; one more is refused "
+     "409 webhook_endpoint_limit_reached"},
+    {"max-webhook-fanout", OPT_INT, FIELD(max_webhook_fanout), "16", 1, 100000,
+     "most endpoints one event is delivered to (the user's oldest that want it)"},
+    {"max-api-keys", OPT_INT, FIELD(max_api_keys), "20", 1, 100000,
+     "most active API keys one user may have; one more is refused 409 api_key_limit_reached"},
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -51,6 +51,9 @@ typedef struct payd_config {
     int64_t webhook_lease_ms;
     int64_t webhook_max_in_flight;
     int64_t webhook_endpoint_concurrency;
+    int64_t max_webhook_endpoints; /* per user, disabled ones included */
+    int64_t max_webhook_fanout;    /* endpoints one event is delivered to */
+    int64_t max_api_keys;          /* active keys per user */
 } payd_config;
 
 typedef const char *(*config_getenv_fn)(const char *name);

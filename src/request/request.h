@@ -55,9 +55,12 @@ typedef struct request {
     size_t resp_len;
     payd_error error;         /* ERR_NONE for a success */
     const char *error_detail; /* the problem's detail, for the failure log */
-    bool resp_recorded;  /* the idempotency engine stored this response in the handler's commit */
-    uint64_t resp_event; /* an event recorded this very body as its data (0: none); any new
-                          * body clears it */
+    bool resp_recorded;   /* the idempotency engine stored this response in the handler's commit */
+    uint64_t resp_event;  /* an event recorded this very body as its data (0: none); any new
+                           * body clears it */
+    char *resp_kept_body; /* what an idempotency key keeps of this answer instead of resp_body
+                           * (NULL: resp_body itself): a create that shows a secret keeps it
+                           * redacted (reply_keep_instead); any new body clears it */
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;
 } request;
@@ -79,6 +82,9 @@ const char *response_header(request *req, const char *name);
 struct jsonw;
 /* Takes the writer's text as the JSON body. */
 void reply_jsonw(request *req, int status, struct jsonw *w);
+/* What a stored idempotency key keeps of the answer just set, instead of the answer itself (an
+ * answer that shows a secret: kept without it). Takes the writer's text. */
+void reply_keep_instead(request *req, struct jsonw *kept);
 /* Sets a raw, already serialized response (replays). */
 void reply_raw(request *req, int status, const char *body, size_t len);
 

@@ -17,10 +17,18 @@ const char *request_query(request *req, const char *name)
     return req->exchange ? http_exchange_query(req->exchange, name) : NULL;
 }
 
-static void set_body(request *req, int status, char *body)
+/* A new body: what was noted about the last one goes with it. */
+static void forget_body(request *req)
 {
     free(req->resp_body);
+    free(req->resp_kept_body);
+    req->resp_body = req->resp_kept_body = NULL;
     req->resp_event = 0;
+}
+
+static void set_body(request *req, int status, char *body)
+{
+    forget_body(req);
     req->status = status;
     req->resp_body = body;
     req->resp_len = body ? strlen(body) : 0;
@@ -35,17 +43,21 @@ void reply_json(request *req, int status, json_t *body)
 
 void reply_jsonw(request *req, int status, jsonw *w)
 {
-    free(req->resp_body);
-    req->resp_event = 0;
+    forget_body(req);
     req->error = ERR_NONE;
     req->status = status;
     req->resp_body = jw_take(w, &req->resp_len);
 }
 
+void reply_keep_instead(request *req, jsonw *kept)
+{
+    free(req->resp_kept_body);
+    req->resp_kept_body = jw_take(kept, NULL);
+}
+
 void reply_raw(request *req, int status, const char *body, size_t len)
 {
-    free(req->resp_body);
-    req->resp_event = 0;
+    forget_body(req);
     req->status = status;
     req->resp_body = malloc(len + 1);
     memcpy(req->resp_body, body, len);

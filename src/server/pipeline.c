@@ -498,6 +498,7 @@ static bool on_body(void *obj, http_exchange *ex, const char *body, size_t len, 
 void request_free(request *req)
 {
     free(req->resp_body);
+    free(req->resp_kept_body);
     json_decref(req->json);
     if (req->idem)
         free(req->idem->canonical_body);

@@ -17,6 +17,7 @@
 #include "node/app.h"
 #include "store/store.h"
 #include "webhook/attempt_guard.h"
+#include "webhook/secret.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
 #define CLAIM_BATCH        256
@@ -627,7 +628,9 @@ static void claim(void)
     r.until = j.now_us + BUSY_RETRY_MS * 1000;
     for (int i = 0; i < j.count; i++) {
         claimed *c = &j.rows[i];
-        if (!c->url || !c->type) { /* its endpoint or event is gone: nothing to send */
+        if (c->secret) /* opened here, off the writer the claim ran on */
+            c->secret = webhook_secret_opened(W.a->cursor_key, c->endpoint_id, c->secret);
+        if (!c->url || !c->type || !c->secret) { /* gone, or a secret that does not open */
             free_claim_strings(c);
             continue;
         }
