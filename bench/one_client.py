@@ -198,6 +198,7 @@ def main():
     ap.add_argument("--generator-nice", type=int, default=0,
                     help="lower the hostile loop's CPU priority by this much (it shares the "
                          "machine's cores with payd, which a remote attacker would not)")
+    ap.add_argument("payd_args", nargs="*", help="more `payd serve` flags, after --")
     args = ap.parse_args()
     raise_fd_limit(args.hostile * 2 + 1024)  # payd inherits it
 
@@ -205,7 +206,8 @@ def main():
     db = os.path.join(tmp, "payd.db")
     port = free_port()
     log = open(os.path.join(tmp, "payd.log"), "wb")
-    payd = subprocess.Popen([args.payd, "serve", "--listen", f"127.0.0.1:{port}", "--db", db],
+    payd = subprocess.Popen([args.payd, "serve", "--listen", f"127.0.0.1:{port}", "--db", db]
+                            + args.payd_args,
                             stdout=log, stderr=log)
     try:
         wait_ready(port)
