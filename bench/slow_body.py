@@ -82,6 +82,8 @@ def main():
     payd = subprocess.Popen(
         [args.payd, "serve", "--listen", f"127.0.0.1:{port}", "--db",
          os.path.join(tmp, "payd.db"), "--max-connections", str(args.slow + 1024),
+         # every connection comes from 127.0.0.1: this measures deadlines, not the per-client cap
+         "--max-connections-per-client", str(args.slow + 1024),
          "--body-timeout", f"{int(args.body_timeout * 1000)}ms", "--access-log", "false"],
         stdout=log, stderr=log)
     try:

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/holder_count.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 
@@ -17,7 +18,10 @@ enum phase { PHASE_HEADERS, PHASE_BODY, PHASE_ANSWERING, PHASE_TIMED_OUT };
 
 struct guarded_conn {
     int fd;
-    bool over_limit;
+    bool over_limit;        /* past --max-connections */
+    bool over_client_limit; /* past --max-connections-per-client */
+    bool counted;           /* holds a place under --max-connections */
+    char client[64];        /* whom it is counted for per client; "" for none */
     atomic_int phase;
     atomic_llong deadline_ns; /* 0: not watched */
     int64_t request_start_ns;
@@ -30,8 +34,9 @@ struct conn_guard {
     pthread_cond_t wake;
     guarded_conn *head;
     int64_t header_ns, body_ns, request_ns;
-    int64_t max_connections;
+    int64_t max_connections, max_per_client;
     atomic_llong open_connections;
+    holder_count *per_client; /* open connections per client address */
     bool stopping;
     pthread_t thread;
 };
@@ -117,6 +122,8 @@ conn_guard *conn_guard_start(const conn_guard_limits *limits)
     g->body_ns = limits->body_timeout_ms * 1000000;
     g->request_ns = limits->request_timeout_ms * 1000000;
     g->max_connections = limits->max_connections;
+    g->max_per_client = limits->max_connections_per_client;
+    g->per_client = holder_count_new();
     pthread_create(&g->thread, NULL, watchdog, g);
     return g;
 }
@@ -135,17 +142,47 @@ void conn_guard_stop(conn_guard *g)
         free(g->head);
         g->head = next;
     }
+    holder_count_free(g->per_client);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->wake);
     free(g);
 }
 
-guarded_conn *conn_guard_open(conn_guard *g, int fd)
+/* Stops counting the connection for its client. */
+static void release_client(conn_guard *g, guarded_conn *c)
+{
+    if (c->client[0])
+        holder_count_give(g->per_client, c->client, strlen(c->client));
+    c->client[0] = '\0';
+}
+
+static void count_for_client(conn_guard *g, guarded_conn *c, const char *client)
+{
+    snprintf(c->client, sizeof c->client, "%s", client);
+    c->over_client_limit =
+        holder_count_take(g->per_client, c->client, strlen(c->client)) > g->max_per_client;
+}
+
+/* A refused connection has a second to send the request that gets its answer: it must not hold
+ * its place for the whole header deadline. */
+static void shorten_header_deadline(conn_guard *g, guarded_conn *c)
+{
+    atomic_store(&c->deadline_ns, c->request_start_ns + earlier(g->header_ns, 1000000000LL));
+}
+
+guarded_conn *conn_guard_open(conn_guard *g, int fd, const char *client)
 {
     guarded_conn *c = calloc(1, sizeof *c);
     c->fd = fd;
-    c->over_limit = atomic_fetch_add(&g->open_connections, 1) >= g->max_connections;
+    if (client && g->max_per_client > 0)
+        count_for_client(g, c, client);
+    if (!c->over_client_limit) {
+        c->counted = true;
+        c->over_limit = atomic_fetch_add(&g->open_connections, 1) >= g->max_connections;
+    }
     conn_guard_rearm(g, c);
+    if (c->over_limit || c->over_client_limit)
+        shorten_header_deadline(g, c);
     pthread_mutex_lock(&g->lock);
     c->next = g->head;
     if (g->head)
@@ -159,7 +196,9 @@ void conn_guard_close(conn_guard *g, guarded_conn *c)
 {
     if (!c)
         return;
-    atomic_fetch_sub(&g->open_connections, 1);
+    if (c->counted)
+        atomic_fetch_sub(&g->open_connections, 1);
+    release_client(g, c);
     pthread_mutex_lock(&g->lock);
     if (c->prev)
         c->prev->next = c->next;
@@ -174,6 +213,19 @@ void conn_guard_close(conn_guard *g, guarded_conn *c)
 bool conn_guard_over_limit(const guarded_conn *c)
 {
     return c && c->over_limit;
+}
+
+void conn_guard_attribute(conn_guard *g, guarded_conn *c, const char *client)
+{
+    if (!c || g->max_per_client <= 0 || !strcmp(c->client, client))
+        return;
+    release_client(g, c);
+    count_for_client(g, c, client);
+}
+
+bool conn_guard_over_client_limit(const guarded_conn *c)
+{
+    return c && c->over_client_limit;
 }
 
 void conn_guard_headers_done(conn_guard *g, guarded_conn *c, const char *request_id)

@@ -9,8 +9,12 @@
  *     --request-timeout: past either, the watchdog writes a 408 problem+json and closes. The
  *     request's own thread and the watchdog race for the body through one atomic phase, so
  *     exactly one of them answers.
- * It also counts open connections: past --max-connections a connection is marked, and the
- * pipeline answers its first request 503 at once instead of leaving it in the kernel queue. */
+ * It also counts open connections, in all and per client address: past --max-connections, or
+ * past --max-connections-per-client from one client, a connection is marked, and the pipeline
+ * answers its first request at once (503 or 429) instead of leaving it in the kernel queue; a
+ * marked connection that sends no request is cut within a second. A connection over its
+ * client's cap takes no place under the global cap, so one client's refused connections never
+ * push another client's over it. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,14 +24,22 @@ typedef struct guarded_conn guarded_conn;
 typedef struct conn_guard_limits {
     int64_t header_timeout_ms, body_timeout_ms, request_timeout_ms;
     int64_t max_connections;
+    int64_t max_connections_per_client; /* 0: no cap per client */
 } conn_guard_limits;
 
 conn_guard *conn_guard_start(const conn_guard_limits *limits);
 void conn_guard_stop(conn_guard *g);
-guarded_conn *conn_guard_open(conn_guard *g, int fd);
+/* client: the peer's numeric address, counted against the per-client cap; NULL for a trusted
+ * proxy, whose requests name their client (conn_guard_attribute). */
+guarded_conn *conn_guard_open(conn_guard *g, int fd, const char *client);
 void conn_guard_close(conn_guard *g, guarded_conn *c);
 /* This connection was opened past --max-connections. */
 bool conn_guard_over_limit(const guarded_conn *c);
+/* Counts the connection for `client` from now on (a request through a trusted proxy names its
+ * client), in place of whoever it was counted for; marks it if that client is over its cap. */
+void conn_guard_attribute(conn_guard *g, guarded_conn *c, const char *client);
+/* This connection is past its client's cap. */
+bool conn_guard_over_client_limit(const guarded_conn *c);
 /* Headers complete: the body deadline starts. request_id goes into the 408 if it fires. */
 void conn_guard_headers_done(conn_guard *g, guarded_conn *c, const char *request_id);
 /* The body is complete and the caller will answer. False when the watchdog answered 408 first:

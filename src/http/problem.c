@@ -57,6 +57,12 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_URI_TOO_LONG] = {414, "uri_too_long", "URI too long", KEY_RELEASE},
     [ERR_BAD_FRAMING] = {400, "bad_framing", "Ambiguous message framing", KEY_RELEASE},
     [ERR_OVERLOADED] = {503, "overloaded", "Server overloaded", KEY_RELEASE},
+    /* one client's own excess (connections per address, requests per API key): its 429, while
+     * every other client is served */
+    [ERR_TOO_MANY_CONNECTIONS] = {429, "too_many_connections",
+                                  "Too many connections from this client", KEY_RELEASE},
+    [ERR_TOO_MANY_IN_PROGRESS] = {429, "too_many_requests_in_progress",
+                                  "Too many requests of this API key in progress", KEY_RELEASE},
     [ERR_SHUTTING_DOWN] = {503, "shutting_down", "Server shutting down", KEY_RELEASE},
     [ERR_NOT_READY] = {503, "not_ready", "Database unavailable", KEY_RELEASE},
     [ERR_API_KEY_IN_USE] = {409, "api_key_in_use",

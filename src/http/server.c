@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@ struct http_server {
     http_handlers h;
     size_t max_body;
     unsigned max_query_args;
+    /* --trust-proxy: numeric addresses whose X-Forwarded-For names the client */
+    char trusted_proxies[HTTP_MAX_TRUSTED_PROXIES][INET6_ADDRSTRLEN];
+    size_t trusted_proxy_count;
 };
 
 struct http_exchange {
@@ -27,6 +31,7 @@ struct http_exchange {
     guarded_conn *guard; /* the connection's deadlines */
     void *req;           /* the handlers' object */
     size_t target_len;
+    char client[INET6_ADDRSTRLEN]; /* the client's address, once the headers are in */
     bool query_dropped;
     bool headers_seen; /* the access handler has been called for this request */
     bool body_seen;    /* the body callback has run: what is left is to send the answer */
@@ -135,20 +140,107 @@ bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, si
     return !l.overflow;
 }
 
-bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
+/* The numeric form of an address, an IPv4 client of an IPv6 listener as plain IPv4, so one
+ * client has one spelling whichever way it came in. */
+static bool numeric_address(const struct sockaddr *sa, char *out, size_t cap)
 {
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!info || !info->client_addr)
-        return false;
-    const struct sockaddr *sa = info->client_addr;
     if (sa->sa_family == AF_INET)
         return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
                          (socklen_t)cap) != NULL;
-    if (sa->sa_family == AF_INET6)
-        return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
-                         (socklen_t)cap) != NULL;
+    if (sa->sa_family != AF_INET6)
+        return false;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6))
+        return inet_ntop(AF_INET, &a6->s6_addr[12], out, (socklen_t)cap) != NULL;
+    return inet_ntop(AF_INET6, a6, out, (socklen_t)cap) != NULL;
+}
+
+/* text (up to len bytes) as a numeric IPv4 or IPv6 address, written in its one spelling. */
+static bool normalise_address(const char *text, size_t len, char *out, size_t cap)
+{
+    char copy[INET6_ADDRSTRLEN];
+    if (len >= sizeof copy)
+        return false;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    if (inet_pton(AF_INET, copy, &a4.sin_addr) == 1)
+        return numeric_address((struct sockaddr *)&a4, out, cap);
+    if (inet_pton(AF_INET6, copy, &a6.sin6_addr) == 1)
+        return numeric_address((struct sockaddr *)&a6, out, cap);
     return false;
+}
+
+static bool peer_address(struct MHD_Connection *conn, char *out, size_t cap)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info && info->client_addr && numeric_address(info->client_addr, out, cap);
+}
+
+static bool is_trusted_proxy(const http_server *s, const char *peer)
+{
+    for (size_t i = 0; i < s->trusted_proxy_count; i++)
+        if (!strcmp(s->trusted_proxies[i], peer))
+            return true;
+    return false;
+}
+
+/* The client a request comes from: the peer, or for a peer that is a trusted proxy, the last
+ * address of X-Forwarded-For (the one that proxy appended; those before it are the client's
+ * own word). A proxy's request without a usable one is its own. */
+static void find_client(http_exchange *ex)
+{
+    if (!peer_address(ex->conn, ex->client, sizeof ex->client)) {
+        snprintf(ex->client, sizeof ex->client, "unknown");
+        return;
+    }
+    if (!is_trusted_proxy(ex->server, ex->client))
+        return;
+    const char *xff = http_exchange_header(ex, "X-Forwarded-For");
+    if (!xff)
+        return;
+    const char *last = strrchr(xff, ',');
+    last = last ? last + 1 : xff;
+    last += strspn(last, " \t");
+    size_t len = strcspn(last, " \t");
+    char client[INET6_ADDRSTRLEN];
+    if (normalise_address(last, len, client, sizeof client))
+        memcpy(ex->client, client, sizeof client);
+}
+
+bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
+{
+    if (!ex->client[0])
+        find_client(ex);
+    snprintf(out, cap, "%s", ex->client);
+    return strcmp(ex->client, "unknown") != 0;
+}
+
+static bool parse_trusted_proxies(const char *list, http_server *s, char *err, size_t errlen)
+{
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char one[INET6_ADDRSTRLEN];
+        if (s->trusted_proxy_count == HTTP_MAX_TRUSTED_PROXIES ||
+            !normalise_address(p, len, one, sizeof one)) {
+            snprintf(err, errlen,
+                     "--trust-proxy: expected up to %d numeric IP addresses separated by commas, "
+                     "got '%s'",
+                     HTTP_MAX_TRUSTED_PROXIES, list);
+            return false;
+        }
+        memcpy(s->trusted_proxies[s->trusted_proxy_count++], one, sizeof one);
+        p += len + (p[len] == ',');
+    }
+    return true;
+}
+
+bool http_trusted_proxies_valid(const char *list, char *err, size_t errlen)
+{
+    http_server scratch = {0};
+    return parse_trusted_proxies(list, &scratch, err, errlen);
 }
 
 /* ---- deadlines ---- */
@@ -248,6 +340,9 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 static enum MHD_Result on_headers(http_exchange *ex, const char *url, const char *method)
 {
     http_server *s = ex->server;
+    find_client(ex);
+    if (s->trusted_proxy_count) /* through a proxy, the connection is its request's client's */
+        conn_guard_attribute(s->guard, ex->guard, ex->client);
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(ex->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
     http_head head = {.method = method,
@@ -255,7 +350,8 @@ static enum MHD_Result on_headers(http_exchange *ex, const char *url, const char
                       .target_len = ex->target_len,
                       .header_bytes = info ? info->header_size : 0,
                       .query_dropped = ex->query_dropped,
-                      .over_limit = conn_guard_over_limit(ex->guard)};
+                      .over_limit = conn_guard_over_limit(ex->guard),
+                      .over_client_limit = conn_guard_over_client_limit(ex->guard)};
     s->h.headers(ex->req, ex, &head);
     if (!ex->answered)
         return MHD_YES;
@@ -336,7 +432,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = info ? conn_guard_open(s->guard, info->connect_fd) : NULL;
+        char peer[INET6_ADDRSTRLEN];
+        bool known = peer_address(conn, peer, sizeof peer);
+        /* a trusted proxy's connections are counted for the clients its requests name */
+        const char *client = !known ? "unknown" : is_trusted_proxy(s, peer) ? NULL : peer;
+        *socket_context = info ? conn_guard_open(s->guard, info->connect_fd, client) : NULL;
     } else {
         conn_guard_close(s->guard, *socket_context);
         *socket_context = NULL;
@@ -477,6 +577,19 @@ static int open_listener(char *listen_on, size_t listen_cap, char *err, size_t e
     return fd;
 }
 
+/* The library's silence timeout, in its whole seconds: --idle-timeout, but at least a second
+ * past --body-timeout. The library measures silence from the last byte, so with both at 30 s
+ * it closed a stalled body without a word at the very moment the guard was to answer 408; the
+ * guard's deadlines (body, request) are the ones that answer, and must always come first. An
+ * idle keep-alive connection is cut by the header deadline anyway (--header-timeout). */
+static unsigned library_idle_timeout_s(const http_limits *limits)
+{
+    int64_t ms = limits->idle_timeout_ms;
+    if (ms < limits->guard.body_timeout_ms + 1000)
+        ms = limits->guard.body_timeout_ms + 1000;
+    return (unsigned)((ms + 999) / 1000);
+}
+
 http_server *http_server_start(char *listen_on, size_t listen_cap, const http_limits *limits,
                                const http_handlers *handlers, char *err, size_t errlen)
 {
@@ -484,6 +597,12 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
     if (listener < 0)
         return NULL;
     http_server *s = calloc(1, sizeof *s);
+    if (!parse_trusted_proxies(limits->trusted_proxies ? limits->trusted_proxies : "", s, err,
+                               errlen)) {
+        close(listener);
+        free(s);
+        return NULL;
+    }
     s->listener = listener;
     s->h = *handlers;
     s->max_body = limits->max_body;
@@ -512,8 +631,8 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
         MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_ARRAY, pool, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)((limits->idle_timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
-        library_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes, MHD_OPTION_END);
+        library_idle_timeout_s(limits), MHD_OPTION_CONNECTION_LIMIT, library_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s", listen_on);
         close(listener);

@@ -30,6 +30,7 @@ typedef struct http_head {
     size_t header_bytes;       /* the header block as sent */
     bool query_dropped;        /* more than max_query_args arguments: none were parsed */
     bool over_limit;           /* the connection was opened past max_connections */
+    bool over_client_limit;    /* its client has more than max_connections_per_client open */
 } http_head;
 
 typedef struct http_handlers {
@@ -52,13 +53,18 @@ typedef struct http_handlers {
     void (*message)(void *ctx, int status, const char *text);
 } http_handlers;
 
+#define HTTP_MAX_TRUSTED_PROXIES 16
 typedef struct http_limits {
     int threads;              /* event-loop threads; 0: one per online CPU */
-    int64_t idle_timeout_ms;  /* a connection silent this long is closed */
+    int64_t idle_timeout_ms;  /* a connection silent this long is closed (at least a second past
+                               * the body deadline, so the 408 always comes first) */
     int64_t max_header_bytes; /* the library's per-connection pool is twice this */
     size_t max_body;          /* a larger body is dropped and reported too_large */
     unsigned max_query_args;  /* more: the query is not parsed (query_dropped) */
     conn_guard_limits guard;  /* header, body and request deadlines; max connections */
+    /* numeric addresses, comma-separated, of proxies whose X-Forwarded-For names the client
+     * (for the per-client cap and http_exchange_client_address); NULL or "": none */
+    const char *trusted_proxies;
 } http_limits;
 
 /* A ready `message` handler: the library's message as one log line, "refused by the HTTP library"
@@ -71,6 +77,9 @@ void http_log_library_message(void *ctx, int status, const char *text);
  * port 0-65535), so a command line can refuse a malformed one as a usage error; when it has
  * not, err says so. It does not resolve the host. */
 bool http_listen_address_valid(const char *listen_on, char *err, size_t errlen);
+
+/* Whether list is what http_limits.trusted_proxies takes; when it is not, err says so. */
+bool http_trusted_proxies_valid(const char *list, char *err, size_t errlen);
 
 /* Listens on listen_on (HOST:PORT, [IPV6]:PORT or :PORT; exclusive, no SO_REUSEPORT) and writes
  * the address it got back into it (port 0 picks one). NULL with err set when it cannot. */
@@ -88,7 +97,8 @@ const char *http_exchange_query(http_exchange *ex, const char *name);
  * at a NUL is flagged cut_at_nul). False when there were more than cap: out holds the first cap. */
 bool http_exchange_headers(http_exchange *ex, http_field *out, size_t cap, size_t *n);
 bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, size_t *n);
-/* The client's address, numeric; false when unknown. */
+/* The client's address, numeric: the peer's, or behind a trusted proxy the one its
+ * X-Forwarded-For names; false when unknown. */
 bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap);
 
 /* Headers complete: the body deadline starts. request_id goes into the 408 if it passes. */

@@ -64,6 +64,54 @@ bool edge_check_headers(const http_field *h, size_t n, edge_verdict *v)
     return true;
 }
 
+/* RFC 9110 §5.6.2: a field name is one or more tchar. */
+static bool is_token(const char *s, size_t n)
+{
+    static const char specials[] = "!#$%&'*+-.^_`|~";
+    if (!n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (!alnum && (!c || !strchr(specials, c)))
+            return false;
+    }
+    return true;
+}
+
+bool edge_check_framing(const http_field *h, size_t n, edge_verdict *v)
+{
+    v->err = ERR_NONE;
+    bool te = false, host = false;
+    for (size_t i = 0; i < n; i++) {
+        /* `Content-Length : 5` reaches us as a header named "Content-Length ": the library
+         * would frame the message without it and read the body as the next request */
+        if (!is_token(h[i].name, h[i].name_len))
+            return refuse(v, ERR_BAD_FRAMING, &h[i],
+                          "a header name holds a space or a character no field name may hold "
+                          "(RFC 9112 §5.1)");
+        if (name_is(&h[i], "Host")) {
+            if (host)
+                return refuse(v, ERR_BAD_FRAMING, &h[i],
+                              "Host may appear only once (RFC 9112 §3.2)");
+            host = true;
+        }
+        if (name_is(&h[i], "Transfer-Encoding")) {
+            /* the library frames a chunked body only for exactly `chunked`; anything else (a
+             * list, identity, gzip) would leave the body to be read as the next request */
+            if (te || h[i].value_len != 7 || strncasecmp(h[i].value, "chunked", 7))
+                return refuse(v, ERR_BAD_FRAMING, &h[i],
+                              "the only Transfer-Encoding accepted is one `chunked`");
+            te = true;
+        }
+    }
+    static const http_field te_field = {"Transfer-Encoding", 17, NULL, 0, false};
+    if (edge_framing_conflict(h, n)) /* RFC 9112 §6.1: the bytes could be read two ways */
+        return refuse(v, ERR_BAD_FRAMING, &te_field,
+                      "Transfer-Encoding and Content-Length together are refused");
+    return true;
+}
+
 bool edge_framing_conflict(const http_field *h, size_t n)
 {
     bool te = false, cl = false;

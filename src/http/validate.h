@@ -26,7 +26,13 @@ typedef struct edge_verdict {
 
 /* Headers: the singletons at most once, no NUL or other control byte in any value. */
 bool edge_check_headers(const http_field *headers, size_t n, edge_verdict *v);
-/* Transfer-Encoding together with Content-Length: RFC 9112 §6.1 says refuse and close. */
+/* What decides where the message ends, checked before the body is read (the caller answers
+ * 400 and closes, so the bytes after the headers are never read as a body or a next request):
+ * every header name a token (no space before the colon), Host at most once, Transfer-Encoding
+ * at most once and exactly `chunked`, and not together with Content-Length (RFC 9112 §5.1,
+ * §3.2, §6.1). */
+bool edge_check_framing(const http_field *headers, size_t n, edge_verdict *v);
+/* Transfer-Encoding together with Content-Length (one of the checks above). */
 bool edge_framing_conflict(const http_field *headers, size_t n);
 /* Query: only the names the schema declares (NULL accepts none), each at most once, no control
  * byte in a name or value. */

@@ -17,6 +17,7 @@ struct worker_pool;
 struct http_server;
 struct rate_store;
 struct node_lease;
+struct holder_count;
 
 typedef struct app {
     payd_config cfg;
@@ -28,6 +29,7 @@ typedef struct app {
     gcra_table *limiter;
     struct rate_store *rate_store; /* NULL: rate limits are this node's own */
     gcra_policy default_rate;
+    struct holder_count *keys_in_progress; /* requests in progress per API key */
     struct metrics *metrics;
     uint8_t cursor_key[32];
     struct worker_pool *workers;

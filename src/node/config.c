@@ -74,6 +74,15 @@ static const config_option options[] = {
      "a whole request (headers and body) must arrive within this, else 408 and close"},
     {"max-connections", OPT_INT, FIELD(max_connections), "4096", 1, 1000000,
      "most open client connections; one more is answered 503 overloaded and closed"},
+    {"max-connections-per-client", OPT_INT, FIELD(max_connections_per_client), "256", 1, 1000000,
+     "most open connections from one client address (behind --trust-proxy, the address its "
+     "X-Forwarded-For names); one more is answered 429 too_many_connections and closed"},
+    {"max-in-progress-per-key", OPT_INT, FIELD(max_in_progress_per_key), "128", 1, 1000000,
+     "most requests of one API key in progress at once; one more is answered 429 "
+     "too_many_requests_in_progress"},
+    {"trust-proxy", OPT_STRING, FIELD(trust_proxy), "", 0, 0,
+     "numeric addresses, comma-separated, of proxies (haproxy) whose X-Forwarded-For names the "
+     "client, for the per-client limits (empty: the peer is the client)"},
     {"max-header-bytes", OPT_INT, FIELD(max_header_bytes), "8192", 1024, 1048576,
      "most bytes of request line and headers"},
     {"max-headers", OPT_INT, FIELD(max_headers), "64", 1, 10000, "most request headers"},
@@ -255,7 +264,8 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
         if (set_option(cfg, o, value, err, errlen) != 0)
             return -1;
     }
-    if (!http_listen_address_valid(cfg->listen, err, errlen))
+    if (!http_listen_address_valid(cfg->listen, err, errlen) ||
+        !http_trusted_proxies_valid(cfg->trust_proxy, err, errlen))
         return -1;
     char *scale_end;
     double scale = strtod(cfg->webhook_retry_scale, &scale_end);

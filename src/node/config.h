@@ -31,6 +31,9 @@ typedef struct payd_config {
     int64_t body_timeout_ms;
     int64_t request_timeout_ms;
     int64_t max_connections;
+    int64_t max_connections_per_client;
+    int64_t max_in_progress_per_key;
+    char trust_proxy[256];
     int64_t max_header_bytes;
     int64_t max_headers;
     int64_t auth_cache_ttl_ms;

@@ -40,9 +40,10 @@ typedef struct request {
     bool authenticated;
     char request_id[REQUEST_ID_MAX];
     int64_t start_ns;
-    bool admitted;           /* route, edge checks, auth and rate limit have run */
-    struct idem_claim *idem; /* set when the idempotency engine claimed a key for this request */
-    uint8_t *body_digest;    /* SHA-256 of method, path, Content-Type and raw body (replay cache) */
+    bool admitted;            /* route, edge checks, auth and rate limit have run */
+    bool counted_in_progress; /* holds one of its API key's --max-in-progress-per-key */
+    struct idem_claim *idem;  /* set when the idempotency engine claimed a key for this request */
+    uint8_t *body_digest; /* SHA-256 of method, path, Content-Type and raw body (replay cache) */
     /* continuations (request/step.h) */
     const struct request_runner *runner; /* NULL: every wait blocks the thread */
     bool may_block;                      /* this thread may wait: a worker, not a writer */

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/gcra.h"
+#include "core/holder_count.h"
 #include "core/timefmt.h"
 #include "http/server.h"
 #include "node/app.h"
@@ -57,6 +58,29 @@ static void join(char *out, const char *a, const char *b, const char *c, const c
 static int64_t ceil_seconds(int64_t ns)
 {
     return (ns + 999999999) / 1000000000;
+}
+
+bool in_progress_or_reply(request *req)
+{
+    app *a = req->app;
+    uint64_t key = req->user.key_id;
+    req->counted_in_progress = true;
+    if (holder_count_take(a->keys_in_progress, &key, sizeof key) <= a->cfg.max_in_progress_per_key)
+        return true;
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_TOO_MANY_IN_PROGRESS,
+                "this API key has --max-in-progress-per-key requests in progress; retry when one "
+                "has been answered");
+    return false;
+}
+
+void in_progress_release(request *req)
+{
+    if (!req->counted_in_progress)
+        return;
+    uint64_t key = req->user.key_id;
+    holder_count_give(req->app->keys_in_progress, &key, sizeof key);
+    req->counted_in_progress = false;
 }
 
 bool rate_limit_or_reply(request *req)

@@ -10,4 +10,11 @@
 
 bool rate_limit_or_reply(request *req);
 
+/* --max-in-progress-per-key: an authenticated request counts against its API key from
+ * admission until it completes, so one key cannot hold the writer or every worker. False when
+ * it has answered 429 too_many_requests_in_progress; the caller gives the place back with
+ * in_progress_release once the request is over (either way). */
+bool in_progress_or_reply(request *req);
+void in_progress_release(request *req);
+
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "api/routes.h"
+#include "core/holder_count.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
 #include "core/log.h"
@@ -343,6 +344,8 @@ static void admit(request *req)
                             : "send Authorization: Bearer <api_key>");
             return;
         }
+        if (!in_progress_or_reply(req))
+            return;
     }
 }
 
@@ -458,6 +461,13 @@ static void on_headers(void *obj, http_exchange *ex, const http_head *head)
         answer(req);
         return;
     }
+    if (head->over_client_limit) {
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_TOO_MANY_CONNECTIONS,
+                    "this client has --max-connections-per-client connections open");
+        answer(req);
+        return;
+    }
     if (!size_limits_or_reply(req, head)) {
         answer(req);
         return;
@@ -465,10 +475,10 @@ static void on_headers(void *obj, http_exchange *ex, const http_head *head)
     http_field headers[MAX_FIELDS];
     size_t n;
     http_exchange_headers(ex, headers, MAX_FIELDS, &n);
-    if (edge_framing_conflict(headers, n)) {
-        /* RFC 9112 §6.1: the bytes after the headers could be read two ways; read neither */
-        reply_error(req, ERR_BAD_FRAMING,
-                    "Transfer-Encoding and Content-Length together are refused");
+    edge_verdict framing;
+    if (!edge_check_framing(headers, n, &framing)) {
+        /* where the message ends is in doubt: the bytes after the headers are never read */
+        reply_verdict(req, &framing);
         answer(req);
         return;
     }
@@ -512,6 +522,7 @@ static void on_completed(void *obj, http_exchange *ex)
     app *a = req->app;
     if (req->runner) /* it waited: its answer is sent (or its client left), so shutdown may go on */
         atomic_fetch_sub(&a->in_flight, 1);
+    in_progress_release(req);
     if (http_exchange_timed_out(ex))
         req->status = 408; /* the guard answered */
     else if (!req->status) /* libmicrohttpd answered this one itself (framing, headers too large) */
@@ -530,6 +541,7 @@ static void on_completed(void *obj, http_exchange *ex)
 int pipeline_start(app *a, char *err, size_t errlen)
 {
     a->workers = worker_pool_start((int)a->cfg.workers);
+    a->keys_in_progress = holder_count_new();
     if (a->cfg.access_log)
         access_log_start();
     http_limits limits = {
@@ -541,7 +553,9 @@ int pipeline_start(app *a, char *err, size_t errlen)
         .guard = {.header_timeout_ms = a->cfg.header_timeout_ms,
                   .body_timeout_ms = a->cfg.body_timeout_ms,
                   .request_timeout_ms = a->cfg.request_timeout_ms,
-                  .max_connections = a->cfg.max_connections},
+                  .max_connections = a->cfg.max_connections,
+                  .max_connections_per_client = a->cfg.max_connections_per_client},
+        .trusted_proxies = a->cfg.trust_proxy,
     };
     http_handlers handlers = {.ctx = a,
                               .request_line = on_request_line,
@@ -552,6 +566,8 @@ int pipeline_start(app *a, char *err, size_t errlen)
     a->http =
         http_server_start(a->cfg.listen, sizeof a->cfg.listen, &limits, &handlers, err, errlen);
     if (!a->http) {
+        holder_count_free(a->keys_in_progress);
+        a->keys_in_progress = NULL;
         worker_pool_stop(a->workers);
         a->workers = NULL;
         access_log_stop();
@@ -594,5 +610,7 @@ void pipeline_stop(app *a)
     nanosleep(&ts, NULL);
     http_server_stop(a->http); /* every request has ended, and its connection guard */
     a->http = NULL;
+    holder_count_free(a->keys_in_progress); /* every request gave its place back */
+    a->keys_in_progress = NULL;
     access_log_stop(); /* every request has ended: its line is written now */
 }

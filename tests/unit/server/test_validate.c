@@ -76,6 +76,34 @@ static void test_framing_conflict(void **state)
     assert_false(edge_framing_conflict(both, 1));
 }
 
+/* Whatever the HTTP library let through, a message whose end could be read two ways. */
+static void test_framing_rules(void **state)
+{
+    (void)state;
+    edge_verdict v;
+    http_field fine[] = {F("Host", "a"), F("Transfer-Encoding", "Chunked"), F("X-A_b.c~1", "1")};
+    assert_true(edge_check_framing(fine, 3, &v));
+    http_field space_before_colon[] = {F("Host", "a"), F("Content-Length ", "5")};
+    assert_false(edge_check_framing(space_before_colon, 2, &v));
+    assert_int_equal(v.err, ERR_BAD_FRAMING);
+    assert_string_equal(v.param, "Content-Length ");
+    http_field space_inside[] = {F("X Foo", "1")};
+    assert_false(edge_check_framing(space_inside, 1, &v));
+    http_field other_byte[] = {F("X@Foo", "1")};
+    assert_false(edge_check_framing(other_byte, 1, &v));
+    http_field host_twice[] = {F("Host", "a"), F("host", "a")};
+    assert_false(edge_check_framing(host_twice, 2, &v));
+    assert_string_equal(v.param, "host");
+    http_field te_list[] = {F("Transfer-Encoding", "chunked, identity")};
+    assert_false(edge_check_framing(te_list, 1, &v));
+    http_field te_identity[] = {F("Transfer-Encoding", "identity")};
+    assert_false(edge_check_framing(te_identity, 1, &v));
+    http_field te_twice[] = {F("Transfer-Encoding", "chunked"), F("Transfer-Encoding", "chunked")};
+    assert_false(edge_check_framing(te_twice, 2, &v));
+    http_field te_and_cl[] = {F("Transfer-Encoding", "chunked"), F("Content-Length", "5")};
+    assert_false(edge_check_framing(te_and_cl, 2, &v));
+}
+
 static void test_body_rules(void **state)
 {
     (void)state;
@@ -104,6 +132,7 @@ int main(void)
         cmocka_unit_test(test_control_bytes_and_cut_values),
         cmocka_unit_test(test_query_declared_once_clean),
         cmocka_unit_test(test_framing_conflict),
+        cmocka_unit_test(test_framing_rules),
         cmocka_unit_test(test_body_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
