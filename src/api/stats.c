@@ -16,9 +16,10 @@
 #define HOUR_US (3600LL * 1000000)
 #define DAY_US  (24 * HOUR_US)
 
-db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
+/* A payment's addition to its account's hour, held to the batch's commit (value[3]: amount). */
+static store_add volume_add(uint64_t account_id, int64_t created_at, int64_t amount)
 {
-    store_add add = {
+    return (store_add){
         .rank = ADD_RANK_VOLUME,
         .sql = "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
                "succeeded_amount, refunded_amount) VALUES ($1, $2, $3, $4, 0) "
@@ -28,7 +29,22 @@ db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created
         .count = 4,
         .value = {(int64_t)account_id, created_at - created_at % HOUR_US, 1, amount},
         .kind = {ADD_KEY, ADD_KEY, ADD_SUM, ADD_SUM}};
+}
+
+db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
+{
+    store_add add = volume_add(account_id, created_at, amount);
     return store_add_at_commit(db, &add);
+}
+
+db_status stats_payment_fits(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
+                             bool *fits)
+{
+    store_add add = volume_add(account_id, created_at, amount);
+    return sum_fits(db, &add, 3,
+                    "SELECT CASE WHEN COALESCE((SELECT succeeded_amount FROM payment_volume "
+                    "WHERE account_id = $2 AND bucket_start = $3), 0) <= $1 THEN 1 ELSE 0 END",
+                    fits);
 }
 
 db_status stats_record_refund(db_conn *db, uint64_t payment_id, int64_t amount)
