@@ -109,9 +109,10 @@ struct store {
     atomic_llong checkpoint_edges; /* checkpoints begun plus checkpoints finished */
 
     store_stats stats;
-    /* the last write the writer tried failed for the database's sake (disk full, I/O error, a
-     * failed commit); cleared by the next commit that keeps something (store_writes_failing) */
+    /* the database failed a write (disk full, I/O error, a failed commit) and has not kept one
+     * since, or failed one less than WRITES_QUIET_NS ago (store_writes_failing) */
     atomic_bool writes_failing;
+    atomic_llong last_write_failure_ns;
 };
 
 /* ---- additions held until the batch commits (store_add_at_commit) ---- */
@@ -254,12 +255,19 @@ static int run_job(db_conn *db, write_job *job)
     return rc;
 }
 
+/* On a full disk a small commit can still fit where a failed one left room in SQLite's WAL:
+ * writes count as succeeding again only after this long without a failure, so /readyz does not
+ * flap between them. */
+#define WRITES_QUIET_NS (3 * 1000000000LL)
+
+static int64_t clock_ns(void);
+
 /* The one place a finished batch's failures become what its callers answer and what /readyz
  * says. A job the database failed (an error, a failed commit; not a refusal nor a conflict)
  * reaches its caller as an unavailable database, so every route answers 503 with Retry-After
- * (server/pipeline.c) and a claimed key stays for the retry. The store is failing after a batch
- * that kept nothing because the database could not write, and healthy again after one that
- * kept something. */
+ * (server/pipeline.c) and a claimed key stays for the retry. The store is failing from a batch
+ * the database could not write, until one keeps something WRITES_QUIET_NS after the last such
+ * failure. */
 static void settle_batch_failures(store *s, write_job **jobs, int n)
 {
     bool kept = false, failing = false;
@@ -271,11 +279,15 @@ static void settle_batch_failures(store *s, write_job **jobs, int n)
         if (write_result_of(job->result) == WRITE_FAILED && job->failure == DB_FAILURE_NONE)
             job->failure = DB_FAILURE_UNAVAILABLE;
     }
-    if (!kept && !failing)
-        return;
-    if (atomic_exchange(&s->writes_failing, !kept) != !kept)
-        log_msg(kept ? "info" : "error",
-                kept ? "database writes succeed again" : "database writes are failing");
+    int64_t now = clock_ns();
+    if (failing) {
+        atomic_store(&s->last_write_failure_ns, now);
+        if (!atomic_exchange(&s->writes_failing, true))
+            log_msg("error", "database writes are failing");
+    } else if (kept && now - atomic_load(&s->last_write_failure_ns) >= WRITES_QUIET_NS &&
+               atomic_exchange(&s->writes_failing, false)) {
+        log_msg("info", "database writes succeed again");
+    }
 }
 
 bool store_writes_failing(store *s)
@@ -443,8 +455,6 @@ static void lite_run_batch(store *s, write_job **jobs, int n)
     if (n)
         run_batch(s, jobs, n, true);
 }
-
-static int64_t clock_ns(void);
 
 /* While writes fail, a writer with nothing to do writes this once a second, so the store (and
  * /readyz) learns that the database writes again even when no request comes to try: a node

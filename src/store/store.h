@@ -157,9 +157,9 @@ void store_thread_done(store *s);
 void store_release_reader(store *s);
 /* False while the database is known to be unreachable (or has never answered). */
 bool store_available(store *s);
-/* True from a write batch that kept nothing because the database could not write (a full
- * disk, an I/O error, a failed commit) until one keeps something again; while true, the writer
- * tries a small write every second of its own. /readyz answers 503 meanwhile. */
+/* True from a write the database failed (a full disk, an I/O error, a failed commit) until one
+ * is kept again, 3 s or more after the last failure; while true, an idle writer tries a small
+ * write of its own every second. /readyz answers 503 meanwhile. */
 bool store_writes_failing(store *s);
 
 /* Brings the schema to the latest version. Returns 0 or -1 with err. */

@@ -219,7 +219,9 @@ def test_full_disk_answers_503_everywhere_and_readyz_follows(tmp_path):
         assert user.get(f"/v1/payments/{acknowledged[0]['id']}").status == 200
 
         os.unlink(filler)
-        deadline = time.time() + 10  # the writer tries a small write every second meanwhile
+        # the writer tries a small write every second, and writes count as succeeding again 3 s
+        # after the last failure
+        deadline = time.time() + 20
         while server.request("GET", "/readyz").status != 200:
             assert time.time() < deadline, "readyz did not come back after space was freed"
             time.sleep(0.2)
