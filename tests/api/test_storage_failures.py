@@ -104,6 +104,28 @@ def test_transfer_that_would_overflow_the_balance_is_refused(fresh_server):
     assert balance(server, full) == near - 1000
 
 
+def test_stats_that_would_overflow_a_total_are_refused(fresh_server):
+    """Each hour of the volume rollup fits, but a day of them would not: summed with checked
+    arithmetic, not by SQL's SUM (SQLite's raises an error, PostgreSQL's is wider than bigint)."""
+    server = fresh_server()
+    user = server.create_user("volume")
+    account = user.create_account()
+    day = 1767225600 * 1000000  # 2026-01-01T00:00:00Z in µs
+    hour = 3600 * 1000000
+    near = INT64_MAX - 10
+    server.execute(*[
+        "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
+        f"succeeded_amount, refunded_amount) VALUES ({numeric(account['id'])}, {day + h * hour}, "
+        f"1, {near}, 0)" for h in (1, 2)])
+    path = f"/v1/accounts/{account['id']}/payments/stats"
+    r = user.get(path + "?interval=day&created_gte=2026-01-01T00:00:00Z")
+    assert r.status == 409 and r.json["code"] == "balance_limit_exceeded", r
+    one = user.get(path + "?interval=hour&created_gte=2026-01-01T01:00:00Z"
+                   "&created_lt=2026-01-01T02:00:00Z")
+    assert one.status == 200, one
+    assert one.json["total"]["amount"] == near and len(one.json["data"]) == 1
+
+
 # ---- a full disk ----
 
 def mount_tmpfs(size):
