@@ -8,6 +8,7 @@ out=$2/fuzz
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mkdir -p "$out" "$here/corpus/$name"
+rm -f "$out/$name.summary" # written again only by a run that passes
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A target may name more sources on a line "// fuzz-sources: FILE ..." (paths from the root);
@@ -50,6 +51,7 @@ if [ -f "$here/$name.dict" ]; then dict=(-dict="$here/$name.dict"); fi
   ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null || true
   exit 1
 }
-# the edges covered (cov:) and the features (ft:) at the end, and how many inputs ran
-grep -E "^#[0-9]+.*DONE" "$work/log" | tail -1
-grep -E "^Done" "$work/log" | tail -1
+# the edges covered (cov:) and the features (ft:) at the end, and how many inputs ran; kept in
+# BUILD_DIR/fuzz/NAME.summary too, which `make test` prints (ctest shows no passing test's output)
+{ echo "fuzz $name: $(grep -E "^#[0-9]+.*DONE" "$work/log" | tail -1 | sed 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*//')"
+  grep -E "^Done" "$work/log" | tail -1; } | tee "$out/$name.summary"
