@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "store/write_health.h"
 
 typedef struct write_job {
     write_job_fn fn;
@@ -109,10 +110,7 @@ struct store {
     atomic_llong checkpoint_edges; /* checkpoints begun plus checkpoints finished */
 
     store_stats stats;
-    /* the database failed a write (disk full, I/O error, a failed commit) and has not kept one
-     * since, or failed one less than WRITES_QUIET_NS ago (store_writes_failing) */
-    atomic_bool writes_failing;
-    atomic_llong last_write_failure_ns;
+    write_health health; /* store_writes_failing */
 };
 
 /* ---- additions held until the batch commits (store_add_at_commit) ---- */
@@ -255,44 +253,22 @@ static int run_job(db_conn *db, write_job *job)
     return rc;
 }
 
-/* On a full disk a small commit can still fit where a failed one left room in SQLite's WAL:
- * writes count as succeeding again only after this long without a failure, so /readyz does not
- * flap between them. */
-#define WRITES_QUIET_NS (3 * 1000000000LL)
-
-static int64_t clock_ns(void);
-
-/* The one place a finished batch's failures become what its callers answer and what /readyz
- * says. A job the database failed (an error, a failed commit; not a refusal nor a conflict)
- * reaches its caller as an unavailable database, so every route answers 503 with Retry-After
- * (server/pipeline.c) and a claimed key stays for the retry. The store is failing from a batch
- * the database could not write, until one keeps something WRITES_QUIET_NS after the last such
- * failure. */
+/* After a batch: each job's caller learns the failure to answer with, and the store whether the
+ * database writes (store/write_health.h). */
 static void settle_batch_failures(store *s, write_job **jobs, int n)
 {
     bool kept = false, failing = false;
     for (int i = 0; i < n; i++) {
-        write_job *job = jobs[i];
-        kept |= job->result == 0;
-        failing |= job->failure == DB_FAILURE_UNAVAILABLE ||
-                   (job->result == STORE_FAILED && job->failure == DB_FAILURE_NONE);
-        if (write_result_of(job->result) == WRITE_FAILED && job->failure == DB_FAILURE_NONE)
-            job->failure = DB_FAILURE_UNAVAILABLE;
+        kept |= jobs[i]->result == 0;
+        failing |= write_failed_for_database(jobs[i]->result, jobs[i]->failure);
+        jobs[i]->failure = write_failure_for_caller(jobs[i]->result, jobs[i]->failure);
     }
-    int64_t now = clock_ns();
-    if (failing) {
-        atomic_store(&s->last_write_failure_ns, now);
-        if (!atomic_exchange(&s->writes_failing, true))
-            log_msg("error", "database writes are failing");
-    } else if (kept && now - atomic_load(&s->last_write_failure_ns) >= WRITES_QUIET_NS &&
-               atomic_exchange(&s->writes_failing, false)) {
-        log_msg("info", "database writes succeed again");
-    }
+    write_health_note(&s->health, kept, failing);
 }
 
 bool store_writes_failing(store *s)
 {
-    return atomic_load(&s->writes_failing);
+    return write_health_failing(&s->health);
 }
 
 static db_status commit(db_conn *db)
@@ -456,27 +432,21 @@ static void lite_run_batch(store *s, write_job **jobs, int n)
         run_batch(s, jobs, n, true);
 }
 
-/* While writes fail, a writer with nothing to do writes this once a second, so the store (and
- * /readyz) learns that the database writes again even when no request comes to try: a node
- * taken out of rotation for it would otherwise never come back. It rewrites a row start-up
- * made (the cursor secret, main.c), unchanged, which the database still writes out. */
-static int probe_write(db_conn *db, void *ctx)
-{
-    (void)ctx;
-    return db_exec_checked(db, 1, DB_ERROR, "UPDATE secrets SET value = value WHERE name = $1", "s",
-                           "cursor");
-}
+static int64_t clock_ns(void);
 
+/* A write_probe's end: write_health_note has taken what it says. */
 static void probe_written(int result, db_failure failure, const char *error, void *arg)
 {
     (void)result, (void)failure, (void)error, (void)arg;
 }
 
-/* With s->lock held: waits for work; while writes fail, queues a probe after a second idle. */
+/* With s->lock held: waits for work; while writes fail, queues a probe after a second idle, so
+ * the store learns that the database writes again even when no request comes to try: a node
+ * taken out of rotation for it would otherwise never come back. */
 static void wait_for_work(store *s)
 {
     while (!s->head && !s->stopping) {
-        if (!atomic_load(&s->writes_failing)) {
+        if (!write_health_failing(&s->health)) {
             pthread_cond_wait(&s->has_work, &s->lock);
             continue;
         }
@@ -486,7 +456,7 @@ static void wait_for_work(store *s)
         if (pthread_cond_timedwait(&s->has_work, &s->lock, &until) == 0 || s->head || s->stopping)
             continue;
         write_job *probe = calloc(1, sizeof *probe);
-        *probe = (write_job){.fn = probe_write, .then = probe_written, .queued_ns = clock_ns()};
+        *probe = (write_job){.fn = write_probe, .then = probe_written, .queued_ns = clock_ns()};
         s->head = s->tail = probe;
         s->depth++;
     }
