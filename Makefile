@@ -27,6 +27,7 @@ test:
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_FLAGS)
+	@cat $(BUILD)/fuzz/*.summary 2>/dev/null || true # each fuzz target's edges (tests/fuzz/run.sh)
 
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it after `make test`):
 # every label but the kill-loop, cluster, browser and webhook-chaos runs. Those test behaviour

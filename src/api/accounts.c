@@ -105,16 +105,29 @@ void accounts_list(request *req)
     list_page(req, &accounts_list_query, req->user.id, NULL);
 }
 
-/* Does this account exist and belong to the caller? Fills currency when it does. */
+/* A credit of amount to an account, held to the batch's commit; its balance is value[1]. */
+static store_add account_credit(uint64_t account, int64_t amount, int64_t at)
+{
+    return (store_add){.rank = ADD_RANK_ACCOUNT,
+                       .sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
+                              "updated_at = $4 WHERE id = $1",
+                       .count = 4,
+                       .value = {(int64_t)account, amount, 1, at},
+                       .kind = {ADD_KEY, ADD_SUM, ADD_SUM, ADD_MAX}};
+}
+
 db_status account_credit_at_commit(db_conn *db, uint64_t account, int64_t amount, int64_t at)
 {
-    store_add add = {.rank = ADD_RANK_ACCOUNT,
-                     .sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
-                            "updated_at = $4 WHERE id = $1",
-                     .count = 4,
-                     .value = {(int64_t)account, amount, 1, at},
-                     .kind = {ADD_KEY, ADD_SUM, ADD_SUM, ADD_MAX}};
+    store_add add = account_credit(account, amount, at);
     return store_add_at_commit(db, &add);
+}
+
+db_status account_credit_fits(db_conn *db, uint64_t account, int64_t amount, bool *fits)
+{
+    store_add add = account_credit(account, amount, 0);
+    return sum_fits(db, &add, 1,
+                    "SELECT CASE WHEN balance <= $1 THEN 1 ELSE 0 END FROM accounts WHERE id = $2",
+                    fits);
 }
 
 /* An account's owner and currency never change (no route updates either or deletes an

@@ -142,3 +142,24 @@ db_conn *reader_or_reply(request *req)
     }
     return db;
 }
+
+db_status sum_fits(db_conn *db, const store_add *add, int value, const char *check_sql, bool *fits)
+{
+    /* SQLite would store an overflowing sum as a float, PostgreSQL refuses it: neither may
+     * happen, so the room is checked first */
+    int64_t limit;
+    *fits = false;
+    if (__builtin_sub_overflow(INT64_MAX, store_held_sum(add, value), &limit) ||
+        __builtin_sub_overflow(limit, add->value[value], &limit))
+        return DB_DONE;
+    db_value params[STORE_ADD_VALUES + 1] = {{.type = 'i', .i = limit}};
+    int n = 1;
+    for (int i = 0; i < add->count; i++)
+        if (add->kind[i] == ADD_KEY)
+            params[n++] = (db_value){.type = 'i', .i = add->value[i]};
+    db_stmt *st = db_query_values(db, check_sql, params, n);
+    db_status rc = db_step(st);
+    *fits = rc == DB_ROW && db_int(st, 0) == 1;
+    db_done(st);
+    return rc == DB_ROW ? DB_DONE : rc;
+}

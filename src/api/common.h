@@ -68,6 +68,13 @@ bool path_account_or_reply(request *req, int param, uint64_t *account);
  * before its volume buckets, as refunds and transfers lock them. */
 enum { ADD_RANK_ACCOUNT = 1, ADD_RANK_VOLUME = 2 };
 
+/* Checked arithmetic on money (docs/concurrency.md, "Balances and sums"): in a write job, whether
+ * the row add names, plus what this batch holds for it already, plus add's value[value] stays
+ * within a 64-bit integer. check_sql selects 1 when the row's column is at most $1, the most it
+ * may hold before the addition; its $2... are add's ADD_KEY values, in order. A row it finds
+ * none of counts as not fitting. */
+db_status sum_fits(db_conn *db, const store_add *add, int value, const char *check_sql, bool *fits);
+
 /* A user-owned row lookup through the thread's reader. */
 db_conn *reader_or_reply(request *req);
 

@@ -37,6 +37,8 @@ db_stmt *account_insert(db_conn *db, uint64_t id, uint64_t user, const char *cur
 bool account_owned(db_conn *db, uint64_t user, uint64_t account, char currency[4]);
 /* In a write job: adds amount to the balance (and one to the version) when the batch commits. */
 db_status account_credit_at_commit(db_conn *db, uint64_t account, int64_t amount, int64_t at);
+/* In a write job, before a credit: whether the balance can take amount more (sum_fits). */
+db_status account_credit_fits(db_conn *db, uint64_t account, int64_t amount, bool *fits);
 
 void payments_prepare(request *req);
 step_result payments_create(request *req, void *prepared);

@@ -16,20 +16,24 @@ void ops_healthz(request *req)
     reply_raw(req, 200, ok, sizeof ok - 1);
 }
 
-/* Ready only when this node can get a connection right now and the database answers on it:
- * a node that is down, or whose connection budget is used up, takes no traffic. */
+/* Ready only when this node can get a connection right now, the database answers on it and
+ * its writes succeed: a node that is down, whose connection budget is used up, or whose disk
+ * is full takes no traffic. */
 void ops_readyz(request *req)
 {
     db_conn *db = store_reader(req->app->store);
     db_stmt *st = db ? db_query(db, "SELECT 1", "") : NULL;
-    bool ok = st && db_step(st) == DB_ROW && app_ids_ready(req->app);
+    bool answers = st && db_step(st) == DB_ROW;
     db_done(st);
+    bool writes = !store_writes_failing(req->app->store);
+    bool ok = answers && writes && app_ids_ready(req->app);
     if (ok && !atomic_load(&req->app->shutting_down)) {
         reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
     } else {
         reply_header(req, "Retry-After", "1");
         reply_error(req, ok ? ERR_SHUTTING_DOWN : ERR_NOT_READY,
-                    ok ? "shutting down"
+                    ok        ? "shutting down"
+                    : !writes ? "the database's writes are failing (a full disk, an I/O error)"
                     : db_thread_failure() == DB_FAILURE_TIMEOUT
                         ? "no database connection came free in time"
                         : "the database cannot be reached");

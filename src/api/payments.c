@@ -165,12 +165,33 @@ static bool order_payable_or_reply(request *req, db_conn *db, payment *p)
     return ok;
 }
 
+/* Whether the account's balance and its hour's volume can take the payment (sum_fits); when
+ * not, the refusal is the answer and recorded() voids the charge. */
+static int credit_fits_or_refuse(db_conn *db, payment *p)
+{
+    bool balance_fits = false, volume_fits = false;
+    db_status rc = account_credit_fits(db, p->account_id, p->amount, &balance_fits);
+    if (rc == DB_DONE && balance_fits)
+        rc = stats_payment_fits(db, p->account_id, p->created_at, p->amount, &volume_fits);
+    if (rc != DB_DONE)
+        return rc;
+    if (balance_fits && volume_fits)
+        return 0;
+    reply_error(p->req, ERR_BALANCE_LIMIT_EXCEEDED,
+                balance_fits ? "the account's payment volume cannot take this amount"
+                             : "the account's balance cannot take this amount");
+    return WRITE_REFUSED; /* nothing written; the engine stores the answer */
+}
+
 static int record_payment(db_conn *db, void *arg)
 {
     payment *p = arg;
     request *req = p->req;
     bool approved = p->charge.status == PROC_APPROVED;
     const char *status = approved ? "succeeded" : "failed";
+    int refused = approved ? credit_fits_or_refuse(db, p) : 0;
+    if (refused)
+        return refused;
     db_status rc = db_exec_checked(
         db, -1, 0,
         "INSERT INTO payments (id, user_id, account_id, amount, currency, status, source, "
@@ -317,11 +338,15 @@ static step_result recorded(request *req, void *arg)
 {
     payment *p = arg;
     write_result r = (write_result)req->write_rc;
-    if (r == WRITE_OK || r == WRITE_REFUSED)
+    bool over_limit = r == WRITE_REFUSED && req->error == ERR_BALANCE_LIMIT_EXCEEDED;
+    if (r == WRITE_OK || (r == WRITE_REFUSED && !over_limit))
         return STEP_DONE;
     if (!req->may_block && req->runner)
         return request_blocking_then(req, recorded, p);
     switch (r) {
+    case WRITE_REFUSED:
+        /* the balance cannot take it: nothing was recorded, so the charge must not stay */
+        return void_charge(req, p);
     case WRITE_FENCED:
         /* We lost the key while we charged: the answer is already what the key holds. Our
          * charge is the new holder's too when it asks under the same processor key; the

@@ -16,9 +16,10 @@
 #define HOUR_US (3600LL * 1000000)
 #define DAY_US  (24 * HOUR_US)
 
-db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
+/* A payment's addition to its account's hour, held to the batch's commit (value[3]: amount). */
+static store_add volume_add(uint64_t account_id, int64_t created_at, int64_t amount)
 {
-    store_add add = {
+    return (store_add){
         .rank = ADD_RANK_VOLUME,
         .sql = "INSERT INTO payment_volume (account_id, bucket_start, succeeded_count, "
                "succeeded_amount, refunded_amount) VALUES ($1, $2, $3, $4, 0) "
@@ -28,7 +29,22 @@ db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created
         .count = 4,
         .value = {(int64_t)account_id, created_at - created_at % HOUR_US, 1, amount},
         .kind = {ADD_KEY, ADD_KEY, ADD_SUM, ADD_SUM}};
+}
+
+db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount)
+{
+    store_add add = volume_add(account_id, created_at, amount);
     return store_add_at_commit(db, &add);
+}
+
+db_status stats_payment_fits(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
+                             bool *fits)
+{
+    store_add add = volume_add(account_id, created_at, amount);
+    return sum_fits(db, &add, 3,
+                    "SELECT CASE WHEN COALESCE((SELECT succeeded_amount FROM payment_volume "
+                    "WHERE account_id = $2 AND bucket_start = $3), 0) <= $1 THEN 1 ELSE 0 END",
+                    fits);
 }
 
 db_status stats_record_refund(db_conn *db, uint64_t payment_id, int64_t amount)
@@ -90,6 +106,56 @@ static json_t *bucket_json(int64_t start, int64_t count, int64_t amount, int64_t
     return o;
 }
 
+typedef struct volume {
+    int64_t count, amount, refunded;
+} volume;
+
+/* Adds an hour's row (columns 1-3 of st) to v; false when a sum would pass INT64_MAX. */
+static bool volume_add_row(volume *v, db_stmt *st)
+{
+    return !__builtin_add_overflow(v->count, db_int(st, 1), &v->count) &&
+           !__builtin_add_overflow(v->amount, db_int(st, 2), &v->amount) &&
+           !__builtin_add_overflow(v->refunded, db_int(st, 3), &v->refunded);
+}
+
+typedef enum { BUCKETS_READ, BUCKETS_OVERFLOW, BUCKETS_FAILED } buckets_end;
+
+/* The hours of [gte, lt) that saw payments, summed into buckets of width µs (appended to data)
+ * and into total. Summed here, with checked arithmetic, rather than by SQL's SUM: a day of hours
+ * near the limit would overflow it (docs/concurrency.md, "Balances and sums"). */
+static buckets_end read_buckets(db_conn *db, uint64_t account, int64_t width, int64_t gte,
+                                int64_t lt, json_t *data, volume *total)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT bucket_start, succeeded_count, succeeded_amount, "
+                           "refunded_amount FROM payment_volume WHERE account_id = $1 "
+                           "AND bucket_start >= $2 AND bucket_start < $3 ORDER BY bucket_start",
+                           "iii", (int64_t)account, gte, lt);
+    volume bucket = {0};
+    int64_t start = -1;
+    bool fits = true;
+    db_status rc = DB_DONE;
+    while (fits && (rc = db_step(st)) == DB_ROW) {
+        int64_t at = db_int(st, 0) / width * width;
+        if (start >= 0 && at != start) {
+            json_array_append_new(data,
+                                  bucket_json(start, bucket.count, bucket.amount, bucket.refunded));
+            bucket = (volume){0};
+        }
+        start = at;
+        fits = volume_add_row(&bucket, st) && volume_add_row(total, st);
+    }
+    db_done(st);
+    if (!fits)
+        return BUCKETS_OVERFLOW;
+    if (rc != DB_DONE)
+        return BUCKETS_FAILED;
+    if (start >= 0)
+        json_array_append_new(data,
+                              bucket_json(start, bucket.count, bucket.amount, bucket.refunded));
+    return BUCKETS_READ;
+}
+
 void payments_stats(request *req)
 {
     uint64_t account;
@@ -117,33 +183,24 @@ void payments_stats(request *req)
                             "created_lt must be later than created_gte");
         return;
     }
-    db_stmt *st = db_query(db,
-                           "SELECT bucket_start / $2 * $2, SUM(succeeded_count), "
-                           "SUM(succeeded_amount), SUM(refunded_amount) FROM payment_volume "
-                           "WHERE account_id = $1 AND bucket_start >= $3 AND bucket_start < $4 "
-                           "GROUP BY 1 ORDER BY 1",
-                           "iiii", (int64_t)account, width, has_gte ? gte : INT64_MIN,
-                           has_lt ? lt : INT64_MAX);
     json_t *data = json_array();
-    int64_t count = 0, amount = 0, refunded = 0;
-    db_status rc;
-    while ((rc = db_step(st)) == DB_ROW) {
-        json_array_append_new(
-            data, bucket_json(db_int(st, 0), db_int(st, 1), db_int(st, 2), db_int(st, 3)));
-        count += db_int(st, 1);
-        amount += db_int(st, 2);
-        refunded += db_int(st, 3);
-    }
-    db_done(st);
-    if (rc == DB_ERROR) {
+    volume total = {0};
+    buckets_end end = read_buckets(db, account, width, has_gte ? gte : INT64_MIN,
+                                   has_lt ? lt : INT64_MAX, data, &total);
+    if (end != BUCKETS_READ) {
         json_decref(data);
-        reply_error(req, ERR_INTERNAL, "the statistics could not be read");
+        if (end == BUCKETS_OVERFLOW)
+            reply_error(req, ERR_BALANCE_LIMIT_EXCEEDED,
+                        "the volume of this range passes the largest 64-bit integer; ask for a "
+                        "shorter range");
+        else
+            reply_error(req, ERR_INTERNAL, "the statistics could not be read");
         return;
     }
     json_t *body = json_pack(
         "{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:o}", "object", "payment_stats", "account_id",
         json_id("acct", account), "currency", currency, "interval", interval, "created_gte",
         has_gte ? json_time(gte) : json_null(), "created_lt", has_lt ? json_time(lt) : json_null(),
-        "data", data, "total", bucket_json(-1, count, amount, refunded));
+        "data", data, "total", bucket_json(-1, total.count, total.amount, total.refunded));
     reply_json(req, 200, body);
 }

@@ -16,6 +16,9 @@
  * batch commits (store_add_at_commit). */
 db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at,
                                int64_t amount);
+/* Before it: whether the hour's volume can take amount more (sum_fits, api/common.h). */
+db_status stats_payment_fits(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
+                             bool *fits);
 /* In the refund's own write job, once the payment's refunded_amount has grown by amount. */
 db_status stats_record_refund(db_conn *db, uint64_t payment_id, int64_t amount);
 /* Adds an account's charged payments created in [gte, lt) µs to the rollup in one statement,

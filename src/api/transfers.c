@@ -183,6 +183,15 @@ static int run_transfer(db_conn *db, void *arg)
     /* Rows are locked in id order, so two transfers between the same accounts in opposite
      * directions never wait on each other (on PostgreSQL they would deadlock). When the credited
      * account comes first, a refused debit undoes its credit in this same transaction. */
+    bool fits = false;
+    if ((rc = account_credit_fits(db, t->to, t->amount, &fits)) != DB_DONE)
+        return rc;
+    if (!fits) {
+        /* recorded as failed, balances untouched, as a debit the balance cannot cover */
+        reply_error(req, ERR_BALANCE_LIMIT_EXCEEDED,
+                    "the destination account's balance cannot take this amount");
+        return fail_transfer(db, t);
+    }
     bool credit_first = t->to < t->from;
     if (credit_first && (rc = credit(db, t, t->amount, 1)) != DB_DONE)
         return rc;

@@ -50,6 +50,9 @@ static const problem_def problems[ERR_COUNT] = {
     [ERR_PRECONDITION_FAILED] = {412, "version_conflict", "Precondition failed", KEY_STORE},
     [ERR_DUPLICATE_SKU] = {409, "duplicate_sku", "SKU already exists", KEY_STORE},
     [ERR_OUT_OF_STOCK] = {409, "out_of_stock", "Not enough stock", KEY_STORE},
+    /* a balance or a sum of money would pass the largest 64-bit integer: refused, nothing moved */
+    [ERR_BALANCE_LIMIT_EXCEEDED] = {409, "balance_limit_exceeded",
+                                    "The balance would exceed its limit", KEY_STORE},
     [ERR_RATE_LIMITED] = {429, "rate_limited", "Too many requests", KEY_RELEASE},
     [ERR_HEADERS_TOO_LARGE] = {431, "headers_too_large", "Request headers too large", KEY_RELEASE},
     [ERR_INVALID_HEADER] = {400, "invalid_header", "Invalid header", KEY_RELEASE},

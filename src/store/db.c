@@ -474,7 +474,8 @@ static bool connection_lost_state(const char *state)
 }
 
 /* SQLSTATEs of a server that cannot do the work right now, whatever the statement: class 53
- * (insufficient resources: disk full, out of memory), 58 (system error: I/O), XX (internal
+ * (insufficient resources: 53100 disk full, as "could not extend file"; 53200 out of memory;
+ * 53300 too many connections), 58 (system error: I/O), XX (internal
  * error). Like a lost session they say nothing about the rows, so a caller that took the
  * failed read for "no such row" is overruled (db_thread_failure). */
 static bool server_trouble_state(const char *state)
@@ -502,7 +503,11 @@ static db_status pg_status(db_conn *c, PGresult *r)
             db_note_failure(DB_FAILURE_UNAVAILABLE);
             return DB_ERROR;
         }
-        if (starts_with(state, "23"))
+        /* 22003 numeric_value_out_of_range: a bigint sum (a balance) would overflow. Refused as
+         * a check would be; the jobs check the room first (api/common.h, sum_fits), so this is
+         * only two writer connections adding to one row at once, or a held addition at the
+         * commit, which fails its batch: nothing is written, the retry meets the check */
+        if (starts_with(state, "23") || !strcmp(state, "22003"))
             return DB_CONSTRAINT;
         /* a lock wait cut short by db_set_lock_wait's bound is one too: run it again */
         if (!strcmp(state, "40001") || !strcmp(state, "40P01") ||

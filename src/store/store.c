@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "store/write_health.h"
 
 typedef struct write_job {
     write_job_fn fn;
@@ -109,6 +110,7 @@ struct store {
     atomic_llong checkpoint_edges; /* checkpoints begun plus checkpoints finished */
 
     store_stats stats;
+    write_health health; /* store_writes_failing */
 };
 
 /* ---- additions held until the batch commits (store_add_at_commit) ---- */
@@ -126,6 +128,18 @@ static db_command add_command(const store_add *a, db_value *values)
     for (int i = 0; i < a->count; i++)
         values[i] = (db_value){.type = 'i', .i = a->value[i]};
     return (db_command){.sql = a->sql, .params = values, .count = a->count};
+}
+
+static int compare_adds(const void *pa, const void *pb);
+
+int64_t store_held_sum(const store_add *add, int value)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < held.count; i++)
+        if (compare_adds(add, &held.items[i]) == 0 &&
+            __builtin_add_overflow(sum, held.items[i].value[value], &sum))
+            return INT64_MAX;
+    return sum;
 }
 
 db_status store_add_at_commit(db_conn *db, const store_add *add)
@@ -222,16 +236,39 @@ void store_set_faults(const store_faults *f)
     faults = f ? *f : (store_faults){0};
 }
 
-/* Runs one job, unless a fault says this one fails as a database error would. */
 /* Runs a job's function. A job may run more than once (a batch run again with savepoints); an
- * injected failure is the job's, so every run of it meets the same one. */
+ * injected failure is the job's, so every run of it meets the same one. The database failure
+ * its last run met (SQLite: a full disk, an I/O error) is kept for its caller's answer. */
 static int run_job(db_conn *db, write_job *job)
 {
     if (job->fault == FAULT_UNASKED)
         job->fault = faults.fail_job && faults.fail_job() ? FAULT_FAIL : FAULT_NONE;
     if (job->fault == FAULT_FAIL)
         return DB_ERROR;
-    return job->fn(db, job->ctx);
+    db_failure before = db_thread_failure();
+    db_thread_failure_reset();
+    int rc = job->fn(db, job->ctx);
+    job->failure = db_thread_failure();
+    db_note_failure(before);
+    return rc;
+}
+
+/* After a batch: each job's caller learns the failure to answer with, and the store whether the
+ * database writes (store/write_health.h). */
+static void settle_batch_failures(store *s, write_job **jobs, int n)
+{
+    bool kept = false, failing = false;
+    for (int i = 0; i < n; i++) {
+        kept |= jobs[i]->result == 0;
+        failing |= write_failed_for_database(jobs[i]->result, jobs[i]->failure);
+        jobs[i]->failure = write_failure_for_caller(jobs[i]->result, jobs[i]->failure);
+    }
+    write_health_note(&s->health, kept, failing);
+}
+
+bool store_writes_failing(store *s)
+{
+    return write_health_failing(&s->health);
 }
 
 static db_status commit(db_conn *db)
@@ -355,6 +392,7 @@ finished:
     s->stats.batches++;
     s->stats.batch_size_buckets[batch_bucket(n)]++;
     pthread_mutex_unlock(&s->lock);
+    settle_batch_failures(s, jobs, n);
     for (int i = 0; i < n; i++)
         job_finished(jobs[i]);
 }
@@ -394,6 +432,36 @@ static void lite_run_batch(store *s, write_job **jobs, int n)
         run_batch(s, jobs, n, true);
 }
 
+static int64_t clock_ns(void);
+
+/* A write_probe's end: write_health_note has taken what it says. */
+static void probe_written(int result, db_failure failure, const char *error, void *arg)
+{
+    (void)result, (void)failure, (void)error, (void)arg;
+}
+
+/* With s->lock held: waits for work; while writes fail, queues a probe after a second idle, so
+ * the store learns that the database writes again even when no request comes to try: a node
+ * taken out of rotation for it would otherwise never come back. */
+static void wait_for_work(store *s)
+{
+    while (!s->head && !s->stopping) {
+        if (!write_health_failing(&s->health)) {
+            pthread_cond_wait(&s->has_work, &s->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (pthread_cond_timedwait(&s->has_work, &s->lock, &until) == 0 || s->head || s->stopping)
+            continue;
+        write_job *probe = calloc(1, sizeof *probe);
+        *probe = (write_job){.fn = write_probe, .then = probe_written, .queued_ns = clock_ns()};
+        s->head = s->tail = probe;
+        s->depth++;
+    }
+}
+
 static void *writer_main(void *arg)
 {
     store *s = arg;
@@ -401,8 +469,7 @@ static void *writer_main(void *arg)
     held.active = true; /* every job on this thread runs in a batch */
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (!s->head && !s->stopping)
-            pthread_cond_wait(&s->has_work, &s->lock);
+        wait_for_work(s);
         if (!s->head && s->stopping) {
             pthread_mutex_unlock(&s->lock);
             break;
@@ -922,6 +989,7 @@ static void pg_finish_jobs(store *s, write_job **jobs, int n, int batches)
     s->stats.batches += batches;
     s->stats.batch_size_buckets[batch_bucket(n)] += batches;
     pthread_mutex_unlock(&s->lock);
+    settle_batch_failures(s, jobs, n);
     for (int i = 0; i < n; i++)
         job_finished(jobs[i]);
 }

@@ -45,6 +45,9 @@ typedef struct store_add {
     store_add_kind kind[STORE_ADD_VALUES]; /* rows are identified by their ADD_KEY values */
 } store_add;
 db_status store_add_at_commit(db_conn *db, const store_add *add);
+/* What this batch holds already for add's row, the sum of value[value] over the additions held
+ * for it (0 outside a batch): a job that must not overflow the row checks the row plus this. */
+int64_t store_held_sum(const store_add *add, int value);
 
 /* What a write job came to. A job returns 0, a db_status it met, or one of the positive codes
  * below; write_result_of() is the one place that says what each means, so no caller has to
@@ -154,6 +157,10 @@ void store_thread_done(store *s);
 void store_release_reader(store *s);
 /* False while the database is known to be unreachable (or has never answered). */
 bool store_available(store *s);
+/* True from a write the database failed (a full disk, an I/O error, a failed commit) until one
+ * is kept again, 3 s or more after the last failure; while true, an idle writer tries a small
+ * write of its own every second. /readyz answers 503 meanwhile. */
+bool store_writes_failing(store *s);
 
 /* Brings the schema to the latest version. Returns 0 or -1 with err. */
 int store_migrate(db_conn *c, char *err, size_t errlen);
