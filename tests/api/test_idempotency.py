@@ -517,10 +517,11 @@ def test_recoverer_stops_a_pass_when_the_processor_does_not_answer(fresh_server)
         stopped = [json.loads(line) for line in s.read_log().splitlines()
                    if "recovery pass stopped" in line]
         assert stopped and stopped[0]["msg"] == "recovery pass stopped: the processor did not answer"
-        # it stopped after one call and left every other key it had found; how many it found
-        # depends on when the twelve 503s came back (a loaded machine spreads them past the
-        # lock timeout), so the pass may have seen fewer than twelve
-        assert 1 <= stopped[0]["keys_left"] <= 11, stopped[0]
+        # it stopped after one call and names the keys it left; how many it had found depends
+        # on when the twelve 503s came back (a loaded machine spreads them over more than one
+        # pass interval, so a pass may find one key only): what carries the test is the calls
+        # made, the stop time and the twelve keys left unsettled, below
+        assert 0 <= stopped[0]["keys_left"] <= 11, stopped[0]
         # a pass takes a key, asks once, waits out the timeout and stops
         assert silent.requests - asked in (1, 2), silent.requests - asked
         while silent.requests - asked < 2 and time.time() < deadline:
