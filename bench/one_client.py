@@ -10,7 +10,7 @@ turn GET /healthz, GET /v1/users/me and POST /v1/accounts (an API key made with 
 create`), every 10 ms. Prints JSON: the normal client's latency percentiles and errors (any
 answer but 200/201, or a failed connection), and what the hostile client got.
 
-usage: bench/one_client.py [--payd build/payd] [--hostile 4096] [--seconds 45] [--trickle 5]
+usage: bench/one_client.py [--payd build/payd] [--hostile 4096] [--seconds 45] [--trickle 5] [--pin]
 """
 import argparse
 import http.client
@@ -198,6 +198,9 @@ def main():
     ap.add_argument("--generator-nice", type=int, default=0,
                     help="lower the hostile loop's CPU priority by this much (it shares the "
                          "machine's cores with payd, which a remote attacker would not)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the bench's pinned method: payd on CPU 1, the hostile loop and the "
+                         "normal client on CPU 0 (so the load generator never takes payd's CPU)")
     ap.add_argument("payd_args", nargs="*", help="more `payd serve` flags, after --")
     args = ap.parse_args()
     raise_fd_limit(args.hostile * 2 + 1024)  # payd inherits it
@@ -209,6 +212,9 @@ def main():
     payd = subprocess.Popen([args.payd, "serve", "--listen", f"127.0.0.1:{port}", "--db", db]
                             + args.payd_args,
                             stdout=log, stderr=log)
+    if args.pin:
+        os.sched_setaffinity(payd.pid, {1})
+        os.sched_setaffinity(0, {0})  # this process; the normal client inherits it at its fork
     try:
         wait_ready(port)
         made = subprocess.run([args.payd, "user", "create", "bench", "--db", db],
