@@ -12,7 +12,23 @@
 
 #include "core/holder_count.h"
 #include "core/jsonw.h"
+#include "core/log.h"
 #include "core/timefmt.h"
+
+/* How many connections over its cap a client gets answered (429 too_many_connections) in one
+ * second; its others in that second are closed at accept. Enough for any client that backs off
+ * to learn why; a flood gets the cheap close. */
+#define REFUSALS_ANSWERED_PER_SECOND 16
+#define REFUSAL_SLOTS                256 /* clients over their cap tracked at once (lossy) */
+
+/* One client's refusals in one second. Slots are shared by hash: two flooding clients in one
+ * slot reset each other's count, which only lets a few more refusals be answered. */
+typedef struct refusal_slot {
+    char client[64];
+    int64_t second;
+    int answered;
+    bool dropping;
+} refusal_slot;
 
 enum phase { PHASE_HEADERS, PHASE_BODY, PHASE_ANSWERING, PHASE_TIMED_OUT };
 
@@ -37,6 +53,8 @@ struct conn_guard {
     int64_t max_connections, max_per_client;
     atomic_llong open_connections;
     holder_count *per_client; /* open connections per client address */
+    pthread_mutex_t refusal_lock;
+    refusal_slot refusals[REFUSAL_SLOTS];
     bool stopping;
     pthread_t thread;
 };
@@ -124,6 +142,7 @@ conn_guard *conn_guard_start(const conn_guard_limits *limits)
     g->max_connections = limits->max_connections;
     g->max_per_client = limits->max_connections_per_client;
     g->per_client = holder_count_new();
+    pthread_mutex_init(&g->refusal_lock, NULL);
     pthread_create(&g->thread, NULL, watchdog, g);
     return g;
 }
@@ -143,6 +162,7 @@ void conn_guard_stop(conn_guard *g)
         g->head = next;
     }
     holder_count_free(g->per_client);
+    pthread_mutex_destroy(&g->refusal_lock);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->wake);
     free(g);
@@ -208,6 +228,52 @@ void conn_guard_close(conn_guard *g, guarded_conn *c)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&g->lock);
     free(c);
+}
+
+static size_t slot_of(const char *client)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = client; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h % REFUSAL_SLOTS;
+}
+
+static void log_dropping(const char *client)
+{
+    jsonw line;
+    log_begin(&line, "warn", "closing a client's connections at accept: over its cap");
+    jw_key(&line, "client");
+    jw_string(&line, client);
+    jw_key(&line, "answered_this_second");
+    jw_int(&line, REFUSALS_ANSWERED_PER_SECOND);
+    log_end(&line);
+}
+
+bool conn_guard_admit(conn_guard *g, const char *client)
+{
+    if (g->max_per_client <= 0 ||
+        holder_count_of(g->per_client, client, strlen(client)) < g->max_per_client)
+        return true;
+    int64_t second = monotonic_ns() / 1000000000;
+    bool answer, first_drop = false;
+    pthread_mutex_lock(&g->refusal_lock);
+    refusal_slot *slot = &g->refusals[slot_of(client)];
+    if (slot->second != second || strcmp(slot->client, client) != 0) {
+        snprintf(slot->client, sizeof slot->client, "%s", client);
+        slot->second = second;
+        slot->answered = 0;
+        slot->dropping = false;
+    }
+    answer = slot->answered < REFUSALS_ANSWERED_PER_SECOND;
+    if (answer) {
+        slot->answered++;
+    } else if (!slot->dropping) {
+        slot->dropping = first_drop = true;
+    }
+    pthread_mutex_unlock(&g->refusal_lock);
+    if (first_drop)
+        log_dropping(client);
+    return answer;
 }
 
 bool conn_guard_over_limit(const guarded_conn *c)

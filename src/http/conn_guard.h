@@ -14,7 +14,10 @@
  * answers its first request at once (503 or 429) instead of leaving it in the kernel queue; a
  * marked connection that sends no request is cut within a second. A connection over its
  * client's cap takes no place under the global cap, so one client's refused connections never
- * push another client's over it. */
+ * push another client's over it. Past REFUSALS_ANSWERED_PER_SECOND such answers in a second,
+ * a client's further connections are closed as they are accepted (conn_guard_admit): a client
+ * that re-opens as fast as it is refused costs an accept and a close each, not a request's
+ * parse and answer, so it cannot take the CPU that serves everyone else. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,6 +36,10 @@ void conn_guard_stop(conn_guard *g);
  * proxy, whose requests name their client (conn_guard_attribute). */
 guarded_conn *conn_guard_open(conn_guard *g, int fd, const char *client);
 void conn_guard_close(conn_guard *g, guarded_conn *c);
+/* Called as a connection is accepted, before a byte is read: false when `client` (the peer's
+ * numeric address; not a trusted proxy) is at its cap and has had its answered refusals this
+ * second, so the connection is closed at once. The first such close of a second is logged. */
+bool conn_guard_admit(conn_guard *g, const char *client);
 /* This connection was opened past --max-connections. */
 bool conn_guard_over_limit(const guarded_conn *c);
 /* Counts the connection for `client` from now on (a request through a trusted proxy names its

@@ -425,6 +425,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Before a byte is read: a client flooding past its connection cap is closed here. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    http_server *s = cls;
+    char peer[INET6_ADDRSTRLEN];
+    if (!numeric_address(addr, peer, sizeof peer) || is_trusted_proxy(s, peer))
+        return MHD_YES;
+    return conn_guard_admit(s->guard, peer) ? MHD_YES : MHD_NO;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -627,7 +637,7 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
     s->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
             MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, s,
+        0, on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, s,
         MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_ARRAY, pool, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
