@@ -550,6 +550,8 @@ static int cmd_serve(int argc, char **argv)
     jw_key(&line, "signal");
     jw_int(&line, sig);
     log_end(&line);
+    /* the requests get --shutdown-timeout (pipeline_stop); the rest of the stop a moment more */
+    stop_deadline_arm(a.cfg.shutdown_timeout_ms + STOP_GRACE_MS);
     pipeline_stop(&a);
     idem_recovery_stop();
     webhook_worker_stop();
