@@ -37,6 +37,8 @@ static void usage(FILE *out)
         "usage: payd <command> [flags]\n\n"
         "  serve [--listen HOST:PORT] [--db URL] ...   serve the API (payd serve --help)\n"
         "  migrate --db URL                             create or upgrade the schema\n"
+        "  migrate --status --db URL                    the schema's version, this binary's, "
+        "pending\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
         "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
@@ -104,8 +106,28 @@ static void print_json(json_t *j)
     json_decref(j);
 }
 
+/* --status: where the schema is and what this binary needs, changing nothing. */
+static int migrate_status(int argc, char **argv)
+{
+    char err[512];
+    db_conn *c = db_open(db_url(argc, argv), true, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 1;
+    }
+    schema_status st;
+    store_schema_status(c, &st);
+    db_close(c);
+    printf("{\"schema_version\":%d,\"binary_schema_version\":%d,\"pending\":%s}\n", st.at,
+           st.needed, st.pending ? "true" : "false");
+    return 0;
+}
+
 static int cmd_migrate(int argc, char **argv)
 {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--status"))
+            return migrate_status(argc, argv);
     store *s = open_store(argc, argv);
     if (!s)
         return 1;
@@ -550,6 +572,8 @@ static int cmd_serve(int argc, char **argv)
     jw_key(&line, "signal");
     jw_int(&line, sig);
     log_end(&line);
+    /* the requests get --shutdown-timeout (pipeline_stop); the rest of the stop a moment more */
+    stop_deadline_arm(a.cfg.shutdown_timeout_ms + STOP_GRACE_MS);
     pipeline_stop(&a);
     idem_recovery_stop();
     webhook_worker_stop();

@@ -406,6 +406,11 @@ char *metrics_render(metrics *m, app *a)
             m->processor_calls[i].a, m->processor_calls[i].b,
             atomic_load(&m->processor_calls[i].count));
 
+    put(&t,
+        "# HELP payd_schema_version The database schema's version, as this node last migrated "
+        "it (0: not yet, the database was away).\n"
+        "# TYPE payd_schema_version gauge\npayd_schema_version %d\n",
+        store_schema_version());
     store_stats st;
     store_get_stats(a->store, &st);
     render_batch_sizes(&t, &st, a->cfg.group_commit ? a->cfg.max_batch : 1);

@@ -588,9 +588,10 @@ void pipeline_stop(app *a)
         nanosleep(&ts, NULL);
     }
     /* A request still waiting has a write job queued or a worker busy for it (a processor call,
-     * bounded by --processor-timeout; a job, bounded by the database's timeouts): when that ends,
-     * its next step runs and resumes the connection, so the workers and the server must outlive
-     * it. Past the deadline they are waited for still, as a worker running a handler always was. */
+     * bounded by --processor-timeout; a job, on a database that may not answer at all): when
+     * that ends, its next step runs and resumes the connection, so the workers and the server
+     * must outlive it. Past the deadline it is waited for until the stop's own deadline
+     * (stop_deadline_arm, main.c) ends the process: its key stays claimed for a retry. */
     if (atomic_load(&a->in_flight) > 0) {
         jsonw w;
         log_begin(&w, "warn", "requests still waiting past --shutdown-timeout");

@@ -3,6 +3,7 @@
  * BIGINT PRIMARY KEY on PostgreSQL. Times are BIGINT µs since the Unix epoch; money is BIGINT
  * minor units. Every list has a composite index ending in (created_at, id), so each page is one
  * index range scan. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,41 @@ static char *dialect(const char *sql, db_kind kind)
     return out;
 }
 
+/* The versions the database has recorded: applied[v] for v in 1..MIGRATION_COUNT, and the
+ * highest of any (a newer release's may be above ours). None when it has no schema_migrations
+ * table yet. */
+static void read_applied(db_conn *c, bool applied[MIGRATION_COUNT + 1], int *highest)
+{
+    memset(applied, 0, sizeof(bool) * (MIGRATION_COUNT + 1));
+    *highest = 0;
+    db_stmt *st = db_query(c, "SELECT version FROM schema_migrations", "");
+    while (db_step(st) == DB_ROW) {
+        int64_t v = db_int(st, 0);
+        if (v >= 1 && v <= MIGRATION_COUNT)
+            applied[v] = true;
+        if (v > *highest)
+            *highest = (int)v;
+    }
+    db_done(st);
+}
+
+static atomic_int schema_version_seen;
+
+int store_schema_version(void)
+{
+    return atomic_load(&schema_version_seen);
+}
+
+void store_schema_status(db_conn *c, schema_status *out)
+{
+    bool applied[MIGRATION_COUNT + 1];
+    read_applied(c, applied, &out->at); /* no table yet: nothing applied */
+    out->needed = MIGRATION_COUNT;
+    out->pending = false;
+    for (int v = 1; v <= MIGRATION_COUNT; v++)
+        out->pending |= !applied[v];
+}
+
 int store_migrate(db_conn *c, char *err, size_t errlen)
 {
     /* Nodes migrating at once take turns, and the turn is taken before any DDL: two
@@ -227,14 +263,9 @@ int store_migrate(db_conn *c, char *err, size_t errlen)
     }
     /* Every version the database has not recorded runs, in order (as Rails does), so a version
      * missing below the newest one applied is still applied. */
-    bool applied[MIGRATION_COUNT + 1] = {false};
-    db_stmt *st = db_query(c, "SELECT version FROM schema_migrations", "");
-    while (db_step(st) == DB_ROW) {
-        int64_t v = db_int(st, 0);
-        if (v >= 1 && v <= MIGRATION_COUNT)
-            applied[v] = true;
-    }
-    db_done(st);
+    bool applied[MIGRATION_COUNT + 1];
+    int highest;
+    read_applied(c, applied, &highest);
     int rc = 0;
     for (int v = 1; v <= MIGRATION_COUNT && rc == 0; v++) {
         if (applied[v])
@@ -250,6 +281,8 @@ int store_migrate(db_conn *c, char *err, size_t errlen)
         }
         free(sql);
     }
+    if (rc == 0) /* what /metrics shows: ours, or a newer release's above it */
+        atomic_store(&schema_version_seen, highest > MIGRATION_COUNT ? highest : MIGRATION_COUNT);
     if (db_kind_of(c) == DB_POSTGRES)
         db_exec_script(c, "SELECT pg_advisory_unlock(7340001)");
     return rc;

@@ -164,6 +164,17 @@ bool store_writes_failing(store *s);
 
 /* Brings the schema to the latest version. Returns 0 or -1 with err. */
 int store_migrate(db_conn *c, char *err, size_t errlen);
+/* Where the schema is, read without changing it (`payd migrate --status`): the highest version
+ * the database records (0: none), the one this binary needs, and whether any of ours is
+ * missing. */
+typedef struct schema_status {
+    int at, needed;
+    bool pending;
+} schema_status;
+void store_schema_status(db_conn *c, schema_status *out);
+/* The version the database was at when this process last migrated it (0: not yet, the
+ * database was away): this binary's, or a newer release's above it. */
+int store_schema_version(void);
 /* A named secret generated once and kept in the database (so restarts and nodes share it). */
 int store_secret(store *s, const char *name, uint8_t out[32]);
 /* The same on a given connection, in its own transaction (for on_first_connect). */
