@@ -22,42 +22,16 @@ import selectors
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+
+from local_payd import free_port, raise_fd_limit, wait_ready
 
 HOSTILE_ADDRESS = "127.0.0.2"
 NORMAL_ADDRESS = "127.0.0.1"
 IP_BIND_ADDRESS_NO_PORT = 24  # Linux: the port is picked at connect, from the whole 4-tuple
 HEAD = (b"POST /v1/accounts HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
         b"Content-Length: 1000\r\n\r\n{")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def raise_fd_limit(need):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, max(soft, need))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    if want < need:
-        sys.exit(f"one_client: need {need} file descriptors, the hard limit is {hard}")
-
-
-def wait_ready(port, seconds=15):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit("one_client: payd did not start")
 
 
 def normal_client(port, key, seconds, out):
@@ -203,7 +177,7 @@ def main():
                          "normal client on CPU 0 (so the load generator never takes payd's CPU)")
     ap.add_argument("payd_args", nargs="*", help="more `payd serve` flags, after --")
     args = ap.parse_args()
-    raise_fd_limit(args.hostile * 2 + 1024)  # payd inherits it
+    raise_fd_limit(args.hostile * 2 + 1024, "one_client")  # payd inherits it
 
     tmp = tempfile.mkdtemp(prefix="payd-one-client-")
     db = os.path.join(tmp, "payd.db")
@@ -216,7 +190,7 @@ def main():
         os.sched_setaffinity(payd.pid, {1})
         os.sched_setaffinity(0, {0})  # this process; the normal client inherits it at its fork
     try:
-        wait_ready(port)
+        wait_ready(port, "one_client")
         made = subprocess.run([args.payd, "user", "create", "bench", "--db", db],
                               capture_output=True, text=True, check=True)
         key = json.loads(made.stdout)["api_key"]

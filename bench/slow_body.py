@@ -13,42 +13,15 @@ import argparse
 import http.client
 import json
 import os
-import resource
 import selectors
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def raise_fd_limit(need):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, max(soft, need))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    if want < need:
-        sys.exit(f"slow_body: need {need} file descriptors, the hard limit is {hard}")
-
-
-def wait_ready(port, seconds=15):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit("slow_body: payd did not start")
+from local_payd import free_port, raise_fd_limit, wait_ready
 
 
 def normal_client(port, stop, latencies, statuses):
@@ -74,8 +47,7 @@ def main():
     ap.add_argument("--body-timeout", type=float, default=5)
     ap.add_argument("--trickle", type=float, default=1)
     args = ap.parse_args()
-    raise_fd_limit(args.slow * 2 + 512)
-
+    raise_fd_limit(args.slow * 2 + 512, "slow_body")
     tmp = tempfile.mkdtemp(prefix="payd-slow-body-")
     port = free_port()
     log = open(os.path.join(tmp, "payd.log"), "wb")
@@ -87,7 +59,7 @@ def main():
          "--body-timeout", f"{int(args.body_timeout * 1000)}ms", "--access-log", "false"],
         stdout=log, stderr=log)
     try:
-        wait_ready(port)
+        wait_ready(port, "slow_body")
         sel = selectors.DefaultSelector()
         head = (b"POST /v1/accounts HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 1000\r\n\r\n{")
