@@ -1,13 +1,10 @@
 /* Webhook endpoints (§15): create (the secret is shown only then, and kept sealed:
  * webhook/secret.h), list, get, update, delete, and each endpoint's delivery attempts. A user
  * holds at most --max-webhook-endpoints. Deliveries themselves are src/webhook/delivery.c. */
-#include <arpa/inet.h>
 #include <curl/curl.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "api/common.h"
 #include "api/enums.h"
