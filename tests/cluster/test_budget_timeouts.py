@@ -125,9 +125,13 @@ def test_lock_and_pool_timeouts_answer_503_instead_of_waiting():
              f"BEGIN; SELECT 1 FROM accounts WHERE id = {account_row} FOR UPDATE; "
              "SELECT pg_sleep(8); COMMIT;", cl.db_url],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 5
-        while time.time() < deadline and not cl.pg.psql(
-                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'BEGIN; SELECT 1 FROM accounts%'"):
+        # held once that session sleeps (its query shows as soon as it starts, before the lock
+        # is taken); a loaded machine may take seconds to start psql
+        deadline = time.time() + 30
+        while not cl.pg.psql(
+                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'BEGIN; SELECT 1 FROM accounts%' "
+                "AND wait_event = 'PgSleep'"):
+            assert time.time() < deadline, "the session holding the row lock never started"
             time.sleep(0.05)
 
         results = {}
