@@ -256,6 +256,15 @@ static db_stmt *lite_prepare(db_conn *c, const char *sql)
  *
  * Returns the statement's name ("" when it goes with its text), preparing it first if needed;
  * NULL with *failed set when the server refused to prepare it. */
+/* Whether another cache slot already prepared st's name on this connection. */
+static bool pg_name_prepared(const db_conn *c, const db_stmt *st)
+{
+    for (size_t i = 0; i < STMT_CACHE_SIZE; i++)
+        if (&c->cache[i] != st && c->cache[i].sql && !strcmp(c->cache[i].pg_name, st->pg_name))
+            return true;
+    return false;
+}
+
 static const char *pg_prepared_name(db_conn *c, const char *sql, PGresult **failed)
 {
     *failed = NULL;
@@ -269,6 +278,13 @@ static const char *pg_prepared_name(db_conn *c, const char *sql, PGresult **fail
             for (const char *p = sql; *p; p++)
                 h = (h ^ (uint8_t)*p) * 1099511628211ull;
             snprintf(st->pg_name, sizeof st->pg_name, "p%016llx", (unsigned long long)h);
+            /* The same text met at another address (identical literals are one string only
+             * when the compiler merges them) is prepared already: a second PREPARE would fail,
+             * and inside a transaction that failure aborts it, so its COMMIT rolls back. */
+            if (pg_name_prepared(c, st)) {
+                st->sql = sql;
+                return st->pg_name;
+            }
             PGresult *prepared = PQprepare(c->pg, st->pg_name, sql, 0, NULL);
             const char *state = PQresultErrorField(prepared, PG_DIAG_SQLSTATE);
             /* 42P05: the same text, met at another address, is prepared already */
@@ -720,6 +736,12 @@ db_stmt *db_query_values(db_conn *c, const char *sql, const db_value *params, in
     st->pg = pg_run(c, sql, count, values);
     st->pg_row = -1;
     st->status = pg_status(c, st->pg);
+    if (st->status == DB_DONE && !strcmp(sql, "COMMIT") &&
+        !strcmp(PQcmdStatus(st->pg), "ROLLBACK")) {
+        /* the server answers COMMIT of a failed transaction with ROLLBACK, not an error */
+        snprintf(c->error, sizeof c->error, "postgres: COMMIT rolled back a failed transaction");
+        st->status = DB_ERROR;
+    }
     if (st->status == DB_DONE) {
         const char *tuples = PQcmdTuples(st->pg);
         c->changes = *tuples ? atoll(tuples) : 0;
