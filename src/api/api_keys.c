@@ -125,20 +125,13 @@ static int insert_key(db_conn *db, void *arg)
 {
     key_job *job = arg;
     request *req = job->req;
+    static const user_cap active_keys = {
+        "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND status = 'active'",
+        ERR_API_KEY_LIMIT_REACHED, "active API keys", "revoke one to make another"};
     bool full;
-    db_status rc = user_cap_reached(
-        db, req->user.id, "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND status = 'active'",
-        req->app->cfg.max_api_keys, &full);
-    if (rc != DB_DONE)
+    db_status rc = user_cap_full_or_reply(db, req, &active_keys, req->app->cfg.max_api_keys, &full);
+    if (rc != DB_DONE || full)
         return rc;
-    if (full) {
-        char detail[160];
-        snprintf(detail, sizeof detail,
-                 "a user may have at most %lld active API keys; revoke one to make another",
-                 (long long)req->app->cfg.max_api_keys);
-        reply_error(req, ERR_API_KEY_LIMIT_REACHED, detail);
-        return 0;
-    }
     /* the key itself is in this answer, and only here */
     const secret_member key = {"api_key", job->key.key, ROTATE_API_KEY};
     return resource_created_with_secret(req, &api_key_resource, api_key_insert(db, &job->key),

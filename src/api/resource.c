@@ -160,24 +160,32 @@ int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool 
     return rc;
 }
 
-db_status user_cap_reached(db_conn *db, uint64_t user, const char *count_sql, int64_t cap,
-                           bool *reached)
+db_status user_cap_full_or_reply(db_conn *db, request *req, const user_cap *c, int64_t limit,
+                                 bool *full)
 {
-    *reached = false;
+    *full = false;
+    int64_t user = (int64_t)req->user.id;
     if (db_kind_of(db) == DB_POSTGRES) {
-        db_stmt *lock =
-            db_query(db, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", "i", (int64_t)user);
+        db_stmt *lock = db_query(db, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", "i", user);
         db_status rc = db_step(lock);
         db_done(lock);
         if (rc != DB_ROW && rc != DB_DONE)
             return rc;
     }
-    db_stmt *st = db_query(db, count_sql, "i", (int64_t)user);
+    db_stmt *st = db_query(db, c->count_sql, "i", user);
     db_status rc = db_step(st);
     if (rc == DB_ROW)
-        *reached = db_int(st, 0) >= cap;
+        *full = db_int(st, 0) >= limit;
     db_done(st);
-    return rc == DB_ROW ? DB_DONE : rc == DB_DONE ? DB_ERROR : rc;
+    if (rc != DB_ROW)
+        return rc == DB_DONE ? DB_ERROR : rc;
+    if (*full) {
+        char detail[200];
+        snprintf(detail, sizeof detail, "a user may have at most %lld %s; %s", (long long)limit,
+                 c->what, c->remedy);
+        reply_error(req, c->code, detail);
+    }
+    return DB_DONE;
 }
 
 void new_row_id(request *req, uint64_t *id, int64_t *created_at)

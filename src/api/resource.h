@@ -75,13 +75,23 @@ void resource_headers(request *req, const resource *r, int status, const char *k
 int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
                              int64_t expected, bool from_if_match);
 
-/* In a create's write job, before its INSERT: whether the user already holds `cap` of what
- * count_sql counts (one row, one column; $1 is the user). On PostgreSQL the user's row is locked
- * first (FOR UPDATE), so two creates of one user count one after the other, the second seeing the
- * first's row; SQLite's one writer runs them one after the other anyway. So two creates at
- * cap - 1 never both pass. DB_DONE with *reached set, or the failure for the job to return. */
-db_status user_cap_reached(db_conn *db, uint64_t user, const char *count_sql, int64_t cap,
-                           bool *reached);
+/* A per-user cap on what a create makes: count_sql counts what the user holds (one row, one
+ * column; $1 is the user); past it the create answers `code` (409), naming `what` and `remedy`. */
+typedef struct user_cap {
+    const char *count_sql;
+    payd_error code;
+    const char *what;   /* "active API keys" */
+    const char *remedy; /* "revoke one to make another" */
+} user_cap;
+
+/* In a create's write job, before its INSERT: when the user already holds `limit` of what c
+ * counts, answers the 409 and sets *full (the job then returns DB_DONE, keeping nothing). On
+ * PostgreSQL the user's row is locked first (FOR UPDATE), so two creates of one user count one
+ * after the other, the second seeing the first's row; SQLite's one writer runs them one after the
+ * other anyway. So two creates at limit - 1 never both pass. DB_DONE, or the failure for the job
+ * to return. */
+db_status user_cap_full_or_reply(db_conn *db, request *req, const user_cap *c, int64_t limit,
+                                 bool *full);
 
 /* A new row's Snowflake id and its created_at: the millisecond the id carries, so (created_at,
  * id), the order lists use, is the order ids were issued in. */

@@ -199,20 +199,14 @@ static int insert_endpoint(db_conn *db, void *arg)
 {
     new_endpoint *e = arg;
     request *req = e->req;
+    static const user_cap endpoints = {"SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1",
+                                       ERR_WEBHOOK_ENDPOINT_LIMIT_REACHED, "webhook endpoints",
+                                       "delete one to make another"};
     bool full;
-    db_status rc = user_cap_reached(db, req->user.id,
-                                    "SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1",
-                                    req->app->cfg.max_webhook_endpoints, &full);
-    if (rc != DB_DONE)
+    db_status rc =
+        user_cap_full_or_reply(db, req, &endpoints, req->app->cfg.max_webhook_endpoints, &full);
+    if (rc != DB_DONE || full)
         return rc;
-    if (full) {
-        char detail[160];
-        snprintf(detail, sizeof detail,
-                 "a user may have at most %lld webhook endpoints; delete one to make another",
-                 (long long)req->app->cfg.max_webhook_endpoints);
-        reply_error(req, ERR_WEBHOOK_ENDPOINT_LIMIT_REACHED, detail);
-        return 0;
-    }
     const secret_member secret = {"secret", e->secret, ROTATE_ENDPOINT_SECRET};
     return resource_created_with_secret(
         req, &endpoint_resource,
