@@ -34,6 +34,9 @@ const defaultHooks = {
   fetch: (...args) => globalThis.fetch(...args),
 };
 
+// fetch reports every network failure as "fetch failed"; the reason is in its cause.
+const describe = (error) => error?.cause?.code ?? error?.cause?.message ?? error?.message ?? 'unknown error';
+
 export class HttpClient {
   constructor(options = {}) {
     if (!options.apiKey) throw new TypeError('apiKey is required');
@@ -117,7 +120,7 @@ export class HttpClient {
       }
       const retrying = retryable && !giveUp;
       this.onAttempt?.({
-        method, path, attempt, status: answer.status, code, error: answer.error?.message ?? null,
+        method, path, attempt, status: answer.status, code, error: answer.error ? describe(answer.error) : null,
         retryAfterMs, elapsedMs: now - attemptStart, retrying, delayMs: retrying ? delayMs : 0,
         giveUp, idempotencyKey: key,
       });
@@ -136,7 +139,7 @@ export class HttpClient {
         status: answer.status,
         problem: answer.problem,
         requestId,
-        message: answer.status === 0 ? `no answer from ${this.baseUrl}: ${answer.error?.message}` : undefined,
+        message: answer.status === 0 ? `no answer from ${this.baseUrl}: ${describe(answer.error)}` : undefined,
         idempotencyKey: key,
         attempts: attempt,
         retryable,
@@ -168,7 +171,7 @@ export class HttpClient {
       const problem = response.status >= 400 ? json : null;
       return { status: response.status, headers: response.headers, json: json ?? (text || null), problem };
     } catch (error) {
-      return { status: 0, headers: null, error: timedOut ? new Error(`timed out after ${timeoutMs} ms`, { cause: error }) : error, timedOut };
+      return { status: 0, headers: null, error: timedOut ? new Error(`timed out after ${Math.round(timeoutMs)} ms`) : error, timedOut };
     } finally {
       clearTimeout(timer);
     }

@@ -290,6 +290,26 @@ test('an attempt that hangs is cut at timeoutMs and retried', async () => {
   }
 });
 
+test('the deadline cuts an attempt in flight and gives up', async () => {
+  const server = http.createServer(() => {}); // never answers
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const client = new Payd({
+      apiKey: 'k', baseUrl: `http://127.0.0.1:${server.address().port}`, timeoutMs: 10000, deadlineMs: 300,
+    });
+    const started = Date.now();
+    const error = await client.payments.create(payment).catch((e) => e);
+    const took = Date.now() - started;
+    assert.ok(error instanceof PaydConnectionError);
+    assert.equal(error.giveUp, 'deadline');
+    assert.equal(error.attempts, 1);
+    assert.ok(took >= 290 && took < 2000, `${took} ms`);
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+});
+
 test('lists follow next_cursor until has_more is false; page() reads one page', async () => {
   const server = await scripted([
     { status: 200, body: { object: 'list', data: [{ id: 'a' }, { id: 'b' }], has_more: true, next_cursor: 'c2' } },
