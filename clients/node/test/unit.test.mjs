@@ -329,3 +329,24 @@ test('lists follow next_cursor until has_more is false; page() reads one page', 
     server.close();
   }
 });
+
+test('Payd-Signature: verified with the whole secret as key; Headers objects accepted', async () => {
+  const { createHmac } = await import('node:crypto');
+  const { verifyWebhook, WebhookVerificationError } = await import('../src/index.js');
+  const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+  const body = '{"id":"evt_1","object":"event","type":"payment.succeeded","data":{"object":{}}}';
+  const t = 1_800_000_000;
+  const mac = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex');
+  const headers = new Headers({ 'Payd-Signature': `t=${t},v1=${mac}`, 'Payd-Event-Id': 'evt_1' });
+  assert.equal(verifyWebhook({ secret, headers, payload: body, now: t + 10 }).id, 'evt_1');
+  assert.equal(verifyWebhook({ secret, headers: { 'payd-signature': `t=${t},v1=${mac}` }, payload: body, now: new Date(t * 1000) }).id, 'evt_1');
+  for (const [h, now] of [
+    [{ 'payd-signature': `t=${t},v1=${mac}` }, t + 301],
+    [{ 'payd-signature': `t=${t + 1},v1=${mac}` }, t],
+    [{ 'payd-signature': `t=${t},v1=${'0'.repeat(64)}` }, t],
+    [{ 'payd-signature': `v1=${mac}` }, t],
+    [{}, t],
+  ])
+    assert.throws(() => verifyWebhook({ secret, headers: h, payload: body, now }), WebhookVerificationError);
+  assert.throws(() => verifyWebhook({ secret, headers, payload: JSON.parse(body), now: t }), TypeError);
+});
