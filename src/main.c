@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
+#include "http/tls.h"
 #include "idem/idem.h"
 #include "node/app.h"
 #include "node/auth.h"
@@ -486,6 +487,28 @@ static int load_server_secret(db_conn *db, void *cursor_key)
     return webhook_secrets_seal_existing(db, cursor_key);
 }
 
+/* SIGHUP: the TLS files read again; new connections get the new pair, open ones keep theirs.
+ * A pair that does not load leaves the one in use, with an error line. */
+static void reload_tls(const payd_config *cfg)
+{
+    if (!cfg->tls_cert[0]) {
+        log_msg("info", "SIGHUP: no --tls-cert to read again");
+        return;
+    }
+    char err[512];
+    jsonw line;
+    bool loaded = http_tls_load(cfg->tls_cert, cfg->tls_key, err, sizeof err) == 0;
+    log_begin(&line, loaded ? "info" : "error",
+              loaded ? "TLS certificate reloaded" : "TLS certificate not reloaded");
+    jw_key(&line, "cert");
+    jw_string(&line, cfg->tls_cert);
+    if (!loaded) {
+        jw_key(&line, "error");
+        jw_string(&line, err);
+    }
+    log_end(&line);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -566,6 +589,10 @@ static int cmd_serve(int argc, char **argv)
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     fault_arm();
+    if (a.cfg.tls_cert[0] && http_tls_load(a.cfg.tls_cert, a.cfg.tls_key, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: TLS: %s\n", err);
+        return 2;
+    }
     if (pipeline_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
@@ -587,13 +614,17 @@ static int cmd_serve(int argc, char **argv)
     jw_string(&line, a.cfg.listen);
     jw_key(&line, "db");
     jw_string(&line, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres");
+    jw_key(&line, "tls");
+    jw_bool(&line, http_tls_enabled());
     jw_key(&line, "group_commit");
     jw_bool(&line, a.cfg.group_commit);
     jw_key(&line, "node_id");
     jw_int(&line, lease_node_id(lease));
     log_end(&line);
 
-    int sig = stop_signals_wait(&stop_signals);
+    int sig;
+    while ((sig = stop_signals_wait(&stop_signals)) == SIGHUP)
+        reload_tls(&a.cfg);
     log_begin(&line, "info", "shutting down");
     jw_key(&line, "signal");
     jw_int(&line, sig);
@@ -610,6 +641,7 @@ static int cmd_serve(int argc, char **argv)
     metrics_free(a.metrics);
     gcra_table_free(a.limiter);
     rate_store_free(a.rate_store);
+    http_tls_free();
     log_msg("info", "stopped");
     return 0;
 }
