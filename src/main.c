@@ -23,6 +23,7 @@
 #include "node/lease.h"
 #include "node/limits_redis.h"
 #include "node/metrics.h"
+#include "node/service.h"
 #include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"
@@ -509,6 +510,39 @@ static void reload_tls(const payd_config *cfg)
     log_end(&line);
 }
 
+/* How often, before the node is ready, a service manager's wait for READY=1 asks again. */
+#define READY_POLL_MS 200
+
+/* The main thread's life while serving: waits for a stop signal, reads the TLS files again on
+ * SIGHUP, and under systemd (deploy/payd.service) says READY=1 once the node can take traffic
+ * (its listener is up and its database answers: on PostgreSQL that may come after the start)
+ * and WATCHDOG=1 every half WatchdogSec after. Returns the stop signal. */
+static int serve_until_stopped(app *a, const sigset_t *stop_signals)
+{
+    bool managed = service_manager_listens();
+    int64_t watchdog_ms = service_watchdog_interval_ms();
+    bool ready = false;
+    for (;;) {
+        if (managed && !ready && (ready = app_ready(a, NULL)))
+            service_notify_ready();
+        store_thread_done(a->store); /* the readiness check's connection goes back */
+        int64_t wait_ms = !managed ? -1 : !ready ? READY_POLL_MS : watchdog_ms ? watchdog_ms : -1;
+        int sig = wait_ms < 0 ? stop_signals_wait(stop_signals)
+                              : stop_signals_wait_for(stop_signals, wait_ms);
+        if (sig == SIGHUP) {
+            service_notify_reloading();
+            reload_tls(&a->cfg);
+            if (ready)
+                service_notify_ready();
+        } else if (sig) {
+            service_notify_stopping();
+            return sig;
+        } else if (ready && watchdog_ms) {
+            service_watchdog_ping();
+        }
+    }
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -622,9 +656,7 @@ static int cmd_serve(int argc, char **argv)
     jw_int(&line, lease_node_id(lease));
     log_end(&line);
 
-    int sig;
-    while ((sig = stop_signals_wait(&stop_signals)) == SIGHUP)
-        reload_tls(&a.cfg);
+    int sig = serve_until_stopped(&a, &stop_signals);
     log_begin(&line, "info", "shutting down");
     jw_key(&line, "signal");
     jw_int(&line, sig);
@@ -635,6 +667,7 @@ static int cmd_serve(int argc, char **argv)
     idem_recovery_stop();
     webhook_worker_stop();
     lease_release(lease);
+    store_release_reader(a.store); /* the main thread's, from the readiness checks */
     store_close(a.store);
     processor_free(a.processor);
     auth_cache_free(a.auth);

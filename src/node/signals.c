@@ -25,6 +25,13 @@ int stop_signals_wait(const sigset_t *set)
     return sig;
 }
 
+int stop_signals_wait_for(const sigset_t *set, int64_t timeout_ms)
+{
+    struct timespec wait = {timeout_ms / 1000, timeout_ms % 1000 * 1000000L};
+    int sig = sigtimedwait(set, NULL, &wait);
+    return sig > 0 ? sig : 0;
+}
+
 static void *stop_deadline_main(void *arg)
 {
     int64_t ms = *(int64_t *)arg;

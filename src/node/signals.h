@@ -10,6 +10,8 @@
 void stop_signals_block(sigset_t *set);
 /* Blocks until SIGTERM, SIGINT or SIGHUP; returns the signal. */
 int stop_signals_wait(const sigset_t *set);
+/* The same, for at most timeout_ms: 0 when none came. */
+int stop_signals_wait_for(const sigset_t *set, int64_t timeout_ms);
 /* Ends the process (exit 1, one log line) after_ms from now unless it has exited by then: a
  * stop never waits longer than that on a database that does not answer (a request waiting on
  * it, the lease's release, the writer's last job). Nothing acknowledged is lost by it: an

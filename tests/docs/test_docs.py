@@ -156,7 +156,8 @@ def env_settings():
 
 def test_unit_is_hardened_and_drains_before_it_kills():
     unit = unit_settings()
-    for key, value in {"User": "payd", "ProtectSystem": "strict", "NoNewPrivileges": "yes",
+    for key, value in {"Type": "notify", "NotifyAccess": "main", "WatchdogSec": "30s",
+                       "User": "payd", "ProtectSystem": "strict", "NoNewPrivileges": "yes",
                        "StateDirectory": "payd", "Restart": "on-failure",
                        "KillSignal": "SIGTERM"}.items():
         assert unit.get(key) == [value], key
