@@ -62,8 +62,8 @@ static int rotate_secret(db_conn *db, void *arg)
         db_query(db,
                  "UPDATE webhook_endpoints SET "
                  "previous_secret = CASE WHEN CAST($3 AS BIGINT) > 0 THEN secret END, "
-                 "previous_secret_expires_at = CASE WHEN CAST($3 AS BIGINT) > 0 THEN CAST($4 AS "
-                 "BIGINT) END, "
+                 "previous_secret_expires_at = "
+                 "  CASE WHEN CAST($3 AS BIGINT) > 0 THEN CAST($4 AS BIGINT) END, "
                  "secret = $5, updated_at = $6 WHERE id = $1 AND user_id = $2 "
                  "RETURNING " ENDPOINT_COLUMNS,
                  "iiiisi", (int64_t)r->id, (int64_t)req->user.id, r->overlap_us,
