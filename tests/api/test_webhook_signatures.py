@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import datetime
 
 import pytest
 
@@ -193,8 +194,8 @@ def test_rotation_signs_with_both_secrets_until_the_previous_one_expires(server,
     expires = rotated.json["previous_secret_expires_at"]
     shown = u.get(f"/v1/webhook_endpoints/{ep['id']}").json
     assert "secret" not in shown and shown["previous_secret_expires_at"] == expires
-    assert abs(time.mktime(time.strptime(expires[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-               - (before + 86400)) < 60
+    expires_s = datetime.fromisoformat(expires.replace("Z", "+00:00")).timestamp()
+    assert abs(expires_s - (before + 86400)) < 60
 
     # during the overlap: both signatures, the new one first, each verifying with its secret
     req = next_delivery(u, rx)
