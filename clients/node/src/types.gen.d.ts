@@ -366,7 +366,9 @@ export type WebhookEndpoint = {
   disabled: boolean;
   created_at: Timestamp;
   updated_at: Timestamp;
-  /** Only in the answer to the creation; null in a replay of it (see `redacted`). Kept sealed at rest. */
+  /** When the secret replaced by the last rotation stops (or stopped) signing beside the current one; null when no rotation kept one. */
+  previous_secret_expires_at: Timestamp | null;
+  /** Only in the answer to the creation or to a rotation; null in a replay of either (see `redacted`). Kept sealed at rest. */
   secret?: string | null;
   redacted?: SecretRedacted;
 };
@@ -385,6 +387,11 @@ export type WebhookEndpointUpdate = {
   /** `["*"]` for every type, or distinct event types. */
   events?: Array<EventType | "*"> | null;
   disabled?: boolean | null;
+};
+
+export type WebhookSecretRotation = {
+  /** Seconds the previous secret keeps signing beside the new one; default 86400 (a day), at most 604800 (a week); 0 stops it at once. */
+  expire_previous_in?: number | null;
 };
 
 export type WebhookEndpointDeleted = {
