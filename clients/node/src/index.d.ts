@@ -4,7 +4,7 @@
 import type {
   Account, AccountCreate, Event, EventType, Order, OrderCreate, Payment, PaymentCreate, Problem,
   Refund, RefundCreate, WebhookAttempt, WebhookEndpoint, WebhookEndpointCreate,
-  WebhookEndpointDeleted, WebhookEndpointUpdate,
+  WebhookEndpointDeleted, WebhookEndpointUpdate, WebhookSecretRotation,
 } from './types.gen.js';
 
 export type * from './types.gen.js';
@@ -155,6 +155,8 @@ export declare class Payd {
     list(params?: ListParams): ListIterator<WebhookEndpoint>;
     update(id: string, params: WebhookEndpointUpdate): Promise<WebhookEndpoint>;
     del(id: string): Promise<WebhookEndpointDeleted>;
+    /** A new secret, shown only here; the previous one keeps signing until it expires. */
+    rotateSecret(id: string, params?: WebhookSecretRotation, options?: CreateOptions): Promise<WebhookEndpoint & { secret: string | null }>;
     deliveries(id: string, params?: ListParams): ListIterator<WebhookAttempt>;
   };
   /** Any request, with the same retries. */

@@ -99,6 +99,13 @@ export class WebhookEndpoints extends Resource {
   del(id) {
     return this.call('DELETE', `/v1/webhook_endpoints/${seg(id)}`);
   }
+  /**
+   * A new secret (in the answer only); the one it replaces keeps signing beside it for
+   * `expire_previous_in` seconds (default a day), so receivers can move over without a gap.
+   */
+  rotateSecret(id, params = {}, { idempotencyKey } = {}) {
+    return this.call('POST', `/v1/webhook_endpoints/${seg(id)}/rotate_secret`, { body: params, idempotencyKey });
+  }
   /** The delivery attempts of one endpoint, newest first. */
   deliveries(id, params = {}) {
     return super.list(`/v1/webhook_endpoints/${seg(id)}/deliveries`, params);

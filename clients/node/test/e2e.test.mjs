@@ -127,17 +127,26 @@ test('a 250-item list is iterated to the end with no repeat', { skip }, async ()
 
 test('a delivery from payd verifies; a tampered or stale one is refused', { skip }, async () => {
   const deliveries = [];
-  let arrived;
-  const delivered = new Promise((resolve) => (arrived = resolve));
+  const waiters = [];
   const receiver = http.createServer((req, res) => {
     const chunks = [];
     req.on('data', (chunk) => chunks.push(chunk));
     req.on('end', () => {
       deliveries.push({ headers: req.headers, body: Buffer.concat(chunks) });
       res.writeHead(204).end();
-      arrived();
+      waiters.splice(0).forEach((wake) => wake());
     });
   });
+  // The next delivery whose event is about this payment.
+  const deliveryOf = async (paymentId) => {
+    const deadline = Date.now() + 15000;
+    for (;;) {
+      const found = deliveries.find((d) => d.body.includes(paymentId));
+      if (found) return found;
+      if (Date.now() > deadline) throw new Error(`no delivery for ${paymentId} in 15 s`);
+      await new Promise((resolve) => { waiters.push(resolve); setTimeout(resolve, 200); });
+    }
+  };
   await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   try {
     const { client: c } = client();
@@ -147,8 +156,9 @@ test('a delivery from payd verifies; a tampered or stale one is refused', { skip
     assert.match(endpoint.secret, /^whsec_/);
     const account = await newAccount();
     const payment = await c.payments.create({ account_id: account, amount: 990, currency: 'USD', source: 'tok_visa' });
-    await Promise.race([delivered, new Promise((_, reject) => setTimeout(() => reject(new Error('no delivery in 15 s')), 15000))]);
-    const { headers, body } = deliveries[0];
+    const { headers, body } = await deliveryOf(payment.id);
+    assert.match(headers['webhook-signature'], /^v1,[A-Za-z0-9+/]+=*$/); // Standard Webhooks
+    assert.match(headers['payd-signature'], /^t=\d+,v1=[0-9a-f]{64}$/);
 
     const event = verifyWebhook({ secret: endpoint.secret, headers, payload: body });
     assert.equal(event.type, 'payment.succeeded');
@@ -173,6 +183,21 @@ test('a delivery from payd verifies; a tampered or stale one is refused', { skip
     assert.equal(verifyWebhook({ secret: endpoint.secret, headers, payload: body, now: timestamp + 299 }).id, event.id);
     const otherSecret = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
     assert.throws(() => verifyWebhook({ secret: otherSecret, headers, payload: body }), WebhookVerificationError);
+
+    // A rotated secret: while the previous one has not expired, a delivery carries both
+    // signatures, and a receiver holding either secret accepts it.
+    const rotated = await c.webhookEndpoints.rotateSecret(endpoint.id, { expire_previous_in: 3600 });
+    assert.match(rotated.secret, /^whsec_/);
+    assert.notEqual(rotated.secret, endpoint.secret);
+    const next = await c.payments.create({ account_id: account, amount: 991, currency: 'USD', source: 'tok_visa' });
+    const later = await deliveryOf(next.id);
+    assert.equal(later.headers['webhook-signature'].split(' ').length, 2);
+    for (const secret of [rotated.secret, endpoint.secret]) {
+      assert.equal(verifyWebhook({ secret, headers: later.headers, payload: later.body }).data.object.id, next.id);
+      const paydOnly = { 'payd-signature': later.headers['payd-signature'] };
+      assert.equal(verifyWebhook({ secret, headers: paydOnly, payload: later.body }).data.object.id, next.id);
+    }
+    assert.throws(() => verifyWebhook({ secret: rotated.secret, headers, payload: body }), WebhookVerificationError);
   } finally {
     receiver.closeAllConnections();
     receiver.close();
