@@ -71,6 +71,13 @@ export class HttpClient {
     if (typeof path !== 'string' || !path.startsWith('/'))
       throw new TypeError("a request needs a path starting '/'");
     const isPost = method === 'POST';
+    // A key given as a raw header is the caller's key too: taken, never replaced.
+    const extraHeaders = { ...(extra ?? {}) };
+    for (const name of Object.keys(extraHeaders))
+      if (name.toLowerCase() === 'idempotency-key') {
+        idempotencyKey ??= extraHeaders[name];
+        delete extraHeaders[name];
+      }
     // One key per logical call, chosen before the first attempt and sent with every retry; the
     // caller's own key is used as given, never replaced.
     let key = null;
@@ -83,7 +90,7 @@ export class HttpClient {
       Accept: 'application/json',
       Authorization: `Bearer ${this.apiKey}`,
       'User-Agent': this.userAgent,
-      ...(extra ?? {}),
+      ...extraHeaders,
     };
     if (key) headers['Idempotency-Key'] = key;
     if (ifMatch) headers['If-Match'] = ifMatch;

@@ -138,6 +138,7 @@ test("the caller's key is sent on every attempt and never replaced; each call ge
     { status: 201, body: { id: 'pay_1' } },
     { status: 201, body: { id: 'pay_2' } },
     { status: 201, body: { id: 'pay_3' } },
+    { status: 201, body: { id: 'pay_4' } },
   ]);
   try {
     const { client } = fakeTimeClient(server.url);
@@ -149,6 +150,9 @@ test("the caller's key is sent on every attempt and never replaced; each call ge
     assert.notEqual(keys[2], keys[3]);
     await assert.rejects(client.payments.create(payment, { idempotencyKey: 'bad key' }), TypeError);
     assert.equal(server.requests.length, 4); // nothing was sent for the bad key
+    // A key given as a raw header is the caller's as well.
+    await client.request({ method: 'POST', path: '/v1/payments', body: payment, headers: { 'idempotency-key': 'raw-1' } });
+    assert.equal(server.requests[4].headers['idempotency-key'], 'raw-1');
   } finally {
     server.close();
   }
