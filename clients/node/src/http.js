@@ -160,10 +160,14 @@ export class HttpClient {
   async attempt(url, init, timeoutMs) {
     const controller = new AbortController();
     let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, timeoutMs);
+    // No timer at all when neither timeoutMs nor a deadline limits the attempt (setTimeout
+    // would read Infinity as 1 ms).
+    const timer = Number.isFinite(timeoutMs)
+      ? setTimeout(() => {
+          timedOut = true;
+          controller.abort();
+        }, Math.min(timeoutMs, 2 ** 31 - 1))
+      : null;
     try {
       const response = await this.hooks.fetch(url, { ...init, redirect: 'manual', signal: controller.signal });
       const text = await response.text(); // an answer cut mid-body is no answer either
@@ -180,7 +184,7 @@ export class HttpClient {
     } catch (error) {
       return { status: 0, headers: null, error: timedOut ? new Error(`timed out after ${Math.round(timeoutMs)} ms`) : error, timedOut };
     } finally {
-      clearTimeout(timer);
+      if (timer) clearTimeout(timer);
     }
   }
 }

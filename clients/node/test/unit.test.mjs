@@ -314,6 +314,22 @@ test('the deadline cuts an attempt in flight and gives up', async () => {
   }
 });
 
+test('timeoutMs 0 and deadlineMs 0: no limit at all, the attempt is not cut at once', async () => {
+  const server = http.createServer((req, res) => setTimeout(() => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end('{"id":"acct_1"}');
+  }, 100));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const client = new Payd({
+      apiKey: 'k', baseUrl: `http://127.0.0.1:${server.address().port}`, timeoutMs: 0, deadlineMs: 0, maxRetries: 0,
+    });
+    assert.equal((await client.accounts.retrieve('acct_1')).id, 'acct_1');
+  } finally {
+    server.close();
+  }
+});
+
 test('lists follow next_cursor until has_more is false; page() reads one page', async () => {
   const server = await scripted([
     { status: 200, body: { object: 'list', data: [{ id: 'a' }, { id: 'b' }], has_more: true, next_cursor: 'c2' } },
