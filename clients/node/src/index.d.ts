@@ -46,7 +46,7 @@ export interface PaydOptions {
   baseDelayMs?: number;
   /** Cap on the nominal wait; a longer Retry-After means give up. Default 30000. */
   maxDelayMs?: number;
-  /** One HTTP attempt. Default 30000. */
+  /** One HTTP attempt; 0: none (the deadline still applies). Default 30000. */
   timeoutMs?: number;
   /** The whole logical call, all attempts and waits; 0: none. Default 120000. */
   deadlineMs?: number;
