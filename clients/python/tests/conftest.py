@@ -30,10 +30,11 @@ class Scripted:
             def handle_one(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 scripted.requests.append(dict(method=self.command, path=self.path,
-                                              headers={k.lower(): v for k, v in self.headers.items()},
-                                              body=body))
-                answer = scripted.answers.pop(0) if scripted.answers else (500, {}, {"code": "script_ended"})
+                                              headers=headers, body=body))
+                answer = (scripted.answers.pop(0) if scripted.answers
+                          else (500, {}, {"code": "script_ended"}))
                 if answer == "drop":
                     self.close_connection = True
                     return

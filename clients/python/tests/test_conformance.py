@@ -31,7 +31,8 @@ def server():
 
 
 def control(url, method, path):
-    request = urllib.request.Request(url + path, method=method, data=b"" if method == "POST" else None)
+    data = b"" if method == "POST" else None
+    request = urllib.request.Request(url + path, method=method, data=data)
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.load(answer)
 

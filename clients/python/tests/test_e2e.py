@@ -18,7 +18,8 @@ from conftest import ROOT
 
 API_TESTS = os.path.join(ROOT, "tests", "api")
 sys.path.append(API_TESTS)  # the harness's own imports (pg, for PAYD_TEST_BACKEND=postgres)
-_spec = importlib.util.spec_from_file_location("payd_api_harness", os.path.join(API_TESTS, "conftest.py"))
+_spec = importlib.util.spec_from_file_location("payd_api_harness",
+                                               os.path.join(API_TESTS, "conftest.py"))
 harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(harness)
 
@@ -28,7 +29,8 @@ if not os.path.exists(harness.PAYD):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = harness.Payd(str(tmp_path_factory.mktemp("payd")), args=["--rate-limit", "100000/s"]).start()
+    s = harness.Payd(str(tmp_path_factory.mktemp("payd")),
+                     args=["--rate-limit", "100000/s"]).start()
     yield s
     s.stop()
 

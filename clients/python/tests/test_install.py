@@ -50,6 +50,6 @@ def test_pip_install_offline_into_a_venv(tmp_path):
     shown = run(python, "-m", "pip", "show", "payd-client", env=env)
     requires = [line for line in shown.splitlines() if line.startswith("Requires:")]
     assert requires == ["Requires:"] or requires == ["Requires: "], shown  # no runtime dependency
-    out = run(python, "-c", USE_INSTALLED,
-              os.path.join(CONFORMANCE_DIR, "standard-webhooks-vectors.json"), cwd=tmp_path, env=env)
+    vectors = os.path.join(CONFORMANCE_DIR, "standard-webhooks-vectors.json")
+    out = run(python, "-c", USE_INSTALLED, vectors, cwd=tmp_path, env=env)
     assert out.startswith("ok 0.1.0"), out

@@ -36,7 +36,8 @@ def test_verify_vector(case):
 
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-BODY = b'{"id":"evt_1","object":"event","type":"payment.succeeded","data":{"object":{"id":"pay_1"}}}'
+BODY = (b'{"id":"evt_1","object":"event","type":"payment.succeeded",'
+        b'"data":{"object":{"id":"pay_1"}}}')
 
 
 def signed_headers(body=BODY, t=1_800_000_000, msg_id="evt_1"):
@@ -68,7 +69,8 @@ def test_the_default_clock_refuses_an_old_delivery():
 
 
 def payd_signature(secret, t, body):
-    return f"t={t},v1=" + hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
 
 
 def test_payd_signature_when_no_standard_headers():
