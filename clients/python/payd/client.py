@@ -31,8 +31,8 @@ class Client:
     base_delay, max_delay: seconds; the nominal wait before retry n is
         min(base_delay * 2**(n-1), max_delay), +-30 % jitter, never less than Retry-After;
         a Retry-After above max_delay means give up.
-    timeout: seconds for one attempt; deadline: seconds for the whole logical call, all
-        attempts and waits (None or 0: none).
+    timeout: seconds for one attempt (the connect, and each wait for bytes of the answer);
+        deadline: seconds for the whole logical call, all attempts and waits (None or 0: none).
 
     A Client holds no connection between calls, so one may be shared by threads.
     """
@@ -82,8 +82,10 @@ class Client:
         while True:
             page = self.list_page(path, **query)
             yield from page["data"]
-            if not page.get("has_more") or not page.get("next_cursor"):
+            if not page.get("has_more"):
                 return
+            if not isinstance(page.get("next_cursor"), str):
+                raise ValueError(f"GET {path}: has_more without a next_cursor")
             query = {**query, "cursor": page["next_cursor"]}
 
 
