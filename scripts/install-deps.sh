@@ -2,7 +2,7 @@
 # Installs the Debian packages payd needs, and only those that are missing, so a warm
 # machine spends no time here. Uses sudo only when not already root.
 set -euo pipefail
-build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
+build=(cmake make gcc pkg-config libmicrohttpd-dev libgnutls28-dev libsystemd-dev libjansson-dev libsqlite3-dev libssl-dev
        libcurl4-openssl-dev libpq-dev libhiredis-dev)
 # chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm);
 # redis-server and haproxy: the cluster tests; python3-venv, -pip, -setuptools and -wheel: the

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
+#include "http/tls.h"
 #include "idem/idem.h"
 #include "node/app.h"
 #include "node/auth.h"
@@ -22,11 +23,13 @@
 #include "node/lease.h"
 #include "node/limits_redis.h"
 #include "node/metrics.h"
+#include "node/service.h"
 #include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
+#include "store/backup.h"
 #include "webhook/delivery.h"
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
@@ -39,6 +42,8 @@ static void usage(FILE *out)
         "  migrate --db URL                             create or upgrade the schema\n"
         "  migrate --status --db URL                    the schema's version, this binary's, "
         "pending\n"
+        "  backup --to PATH --db URL                    a consistent copy of a SQLite database, "
+        "online\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
         "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
@@ -100,7 +105,7 @@ static void print_row(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
 
 static void print_json(json_t *j)
 {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     puts(s);
     free(s);
     json_decref(j);
@@ -133,6 +138,29 @@ static int cmd_migrate(int argc, char **argv)
         return 1;
     store_close(s);
     printf("{\"migrated\":true}\n");
+    return 0;
+}
+
+/* backup --to PATH: a consistent copy of a SQLite database while payd serves it. */
+static int cmd_backup(int argc, char **argv)
+{
+    const char *to = flag(argc, argv, "--to");
+    if (!to) {
+        fprintf(stderr, "payd: backup needs --to PATH (a file that does not exist yet)\n");
+        return 2;
+    }
+    char err[512];
+    backup_report r;
+    if (store_backup_sqlite(db_url(argc, argv), to, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 1;
+    }
+    char last[ID_STR_MAX] = "";
+    if (r.last_payment)
+        id_format(r.last_payment, "pay", last);
+    print_json(json_pack("{s:s, s:I, s:I, s:s?, s:f}", "path", to, "bytes", (json_int_t)r.bytes,
+                         "payments", (json_int_t)r.payments, "last_id",
+                         r.last_payment ? last : NULL, "seconds", r.seconds));
     return 0;
 }
 
@@ -460,6 +488,61 @@ static int load_server_secret(db_conn *db, void *cursor_key)
     return webhook_secrets_seal_existing(db, cursor_key);
 }
 
+/* SIGHUP: the TLS files read again; new connections get the new pair, open ones keep theirs.
+ * A pair that does not load leaves the one in use, with an error line. */
+static void reload_tls(const payd_config *cfg)
+{
+    if (!cfg->tls_cert[0]) {
+        log_msg("info", "SIGHUP: no --tls-cert to read again");
+        return;
+    }
+    char err[512];
+    jsonw line;
+    bool loaded = http_tls_load(cfg->tls_cert, cfg->tls_key, err, sizeof err) == 0;
+    log_begin(&line, loaded ? "info" : "error",
+              loaded ? "TLS certificate reloaded" : "TLS certificate not reloaded");
+    jw_key(&line, "cert");
+    jw_string(&line, cfg->tls_cert);
+    if (!loaded) {
+        jw_key(&line, "error");
+        jw_string(&line, err);
+    }
+    log_end(&line);
+}
+
+/* How often, before the node is ready, a service manager's wait for READY=1 asks again. */
+#define READY_POLL_MS 200
+
+/* The main thread's life while serving: waits for a stop signal, reads the TLS files again on
+ * SIGHUP, and under systemd (deploy/payd.service) says READY=1 once the node can take traffic
+ * (its listener is up and its database answers: on PostgreSQL that may come after the start)
+ * and WATCHDOG=1 every half WatchdogSec after. Returns the stop signal. */
+static int serve_until_stopped(app *a, const sigset_t *stop_signals)
+{
+    bool managed = service_manager_listens();
+    int64_t watchdog_ms = service_watchdog_interval_ms();
+    bool ready = false;
+    for (;;) {
+        if (managed && !ready && (ready = app_ready(a, NULL)))
+            service_notify_ready();
+        store_thread_done(a->store); /* the readiness check's connection goes back */
+        int64_t wait_ms = !managed ? -1 : !ready ? READY_POLL_MS : watchdog_ms ? watchdog_ms : -1;
+        int sig = wait_ms < 0 ? stop_signals_wait(stop_signals)
+                              : stop_signals_wait_for(stop_signals, wait_ms);
+        if (sig == SIGHUP) {
+            service_notify_reloading();
+            reload_tls(&a->cfg);
+            if (ready)
+                service_notify_ready();
+        } else if (sig) {
+            service_notify_stopping();
+            return sig;
+        } else if (ready && watchdog_ms) {
+            service_watchdog_ping();
+        }
+    }
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -540,6 +623,10 @@ static int cmd_serve(int argc, char **argv)
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     fault_arm();
+    if (a.cfg.tls_cert[0] && http_tls_load(a.cfg.tls_cert, a.cfg.tls_key, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: TLS: %s\n", err);
+        return 2;
+    }
     if (pipeline_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
@@ -561,13 +648,15 @@ static int cmd_serve(int argc, char **argv)
     jw_string(&line, a.cfg.listen);
     jw_key(&line, "db");
     jw_string(&line, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres");
+    jw_key(&line, "tls");
+    jw_bool(&line, http_tls_enabled());
     jw_key(&line, "group_commit");
     jw_bool(&line, a.cfg.group_commit);
     jw_key(&line, "node_id");
     jw_int(&line, lease_node_id(lease));
     log_end(&line);
 
-    int sig = stop_signals_wait(&stop_signals);
+    int sig = serve_until_stopped(&a, &stop_signals);
     log_begin(&line, "info", "shutting down");
     jw_key(&line, "signal");
     jw_int(&line, sig);
@@ -578,12 +667,14 @@ static int cmd_serve(int argc, char **argv)
     idem_recovery_stop();
     webhook_worker_stop();
     lease_release(lease);
+    store_release_reader(a.store); /* the main thread's, from the readiness checks */
     store_close(a.store);
     processor_free(a.processor);
     auth_cache_free(a.auth);
     metrics_free(a.metrics);
     gcra_table_free(a.limiter);
     rate_store_free(a.rate_store);
+    http_tls_free();
     log_msg("info", "stopped");
     return 0;
 }
@@ -608,6 +699,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "migrate"))
         return cmd_migrate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "backup"))
+        return cmd_backup(argc - 2, argv + 2);
     if (!strcmp(cmd, "user") && !strcmp(sub, "create"))
         return cmd_user_create(argc - 3, argv + 3);
     if (!strcmp(cmd, "account") && !strcmp(sub, "create"))
