@@ -66,6 +66,7 @@ __all__ = [
     "WebhookEndpoint",
     "WebhookEndpointCreate",
     "WebhookEndpointUpdate",
+    "WebhookSecretRotation",
     "WebhookEndpointDeleted",
     "WebhookEndpointList",
     "WebhookAttempt",
@@ -423,6 +424,7 @@ class WebhookEndpoint(TypedDict):
     disabled: bool
     created_at: Timestamp
     updated_at: Timestamp
+    previous_secret_expires_at: Timestamp | None
     secret: NotRequired[str | None]
     redacted: NotRequired[SecretRedacted]
 
@@ -437,6 +439,10 @@ class WebhookEndpointUpdate(TypedDict):
     url: NotRequired[str | None]
     events: NotRequired[list[EventType | Literal["*"]] | None]
     disabled: NotRequired[bool | None]
+
+
+class WebhookSecretRotation(TypedDict):
+    expire_previous_in: NotRequired[int | None]
 
 
 class WebhookEndpointDeleted(TypedDict):
