@@ -19,6 +19,34 @@ export async function freePort() {
   return port;
 }
 
+/** PAYD_TEST_BACKEND=postgres runs the end-to-end tests on PostgreSQL, as the API tests do. */
+export const BACKEND = process.env.PAYD_TEST_BACKEND ?? 'sqlite';
+
+// The API tests' throwaway cluster (tests/api/pg.py), held by a small Python process: it prints
+// the new database's URL, and stops the cluster when its standard input closes.
+const PG_HOLDER = `
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import pg
+cluster = pg.cluster()
+print(json.dumps({"url": cluster.url(cluster.new_database())}), flush=True)
+sys.stdin.read()
+`;
+
+async function startPostgres() {
+  const apiTests = fileURLToPath(new URL('../../../tests/api', import.meta.url));
+  const holder = spawn('python3', ['-c', PG_HOLDER, apiTests], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve, reject) => {
+    let out = '';
+    holder.stdout.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('\n')) resolve(out.split('\n')[0]);
+    });
+    holder.once('exit', (code) => reject(new Error(`the PostgreSQL holder exited ${code}`)));
+  });
+  return { url: JSON.parse(line).url, holder };
+}
+
 export class PaydServer {
   constructor(args = []) {
     this.dir = mkdtempSync(join(tmpdir(), 'payd-node-e2e-'));
@@ -31,6 +59,10 @@ export class PaydServer {
   }
 
   async start() {
+    if (BACKEND === 'postgres' && !this.pg) {
+      this.pg = await startPostgres();
+      this.db = this.pg.url;
+    }
     this.port = await freePort();
     this.logPath = join(this.dir, 'payd.log');
     const log = openSync(this.logPath, 'a');
@@ -62,6 +94,11 @@ export class PaydServer {
       const exited = new Promise((resolve) => this.proc.once('exit', resolve));
       this.proc.kill('SIGTERM');
       await exited;
+    }
+    if (this.pg) {
+      const stopped = new Promise((resolve) => this.pg.holder.once('exit', resolve));
+      this.pg.holder.stdin.end();
+      await stopped;
     }
     rmSync(this.dir, { recursive: true, force: true });
   }
