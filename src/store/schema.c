@@ -183,6 +183,10 @@ static const char *const migrations[] = {
      * or by a node of an older release, are 1. A lease says its holder knows the schemes. */
     "ALTER TABLE idempotency_keys ADD COLUMN processor_key_scheme INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE node_leases ADD COLUMN processor_key_schemes INTEGER NOT NULL DEFAULT 0;",
+    /* 9: an endpoint's streak of failed attempts (docs/webhooks.md, "Disabled after days of
+     * failures"): the time of the first failed attempt since its last 2xx, NULL when its latest
+     * attempt succeeded or it was enabled again */
+    "ALTER TABLE webhook_endpoints ADD COLUMN failing_since BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

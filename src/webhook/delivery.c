@@ -17,6 +17,8 @@
 #include "node/app.h"
 #include "store/store.h"
 #include "webhook/attempt_guard.h"
+#include "webhook/outbox.h"
+#include "webhook/recovery.h"
 #include "webhook/secret.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
@@ -344,6 +346,8 @@ static int record_attempts(db_conn *db, void *arg)
                      : next       ? "pending"
                                   : "failed",
                      (int64_t)t->attempt, next ? next : now);
+        if (rc == DB_DONE) /* the endpoint's streak of failures: recovery.h */
+            rc = webhook_streak_note(db, W.a, t->endpoint_id, t->delivered, now);
         if (rc != DB_DONE)
             return rc;
     }
@@ -660,28 +664,6 @@ static void claim(void)
         store_write(W.a->store, release_claims, &r);
 }
 
-typedef struct sweep_job {
-    int64_t before;
-} sweep_job;
-
-/* Retention: events, their deliveries and attempts older than --event-retention. */
-static int sweep(db_conn *db, void *arg)
-{
-    sweep_job *s = arg;
-    /* the first Snowflake id of that millisecond: every older row has a smaller id */
-    int64_t ms = s->before / 1000 - PAYD_EPOCH_MS;
-    int64_t first_id = ms > 0 ? ms << 22 : 0;
-    db_status rc = db_exec(db, "DELETE FROM events WHERE id < $1", "i", first_id);
-    if (rc == DB_DONE) /* finished deliveries carry their finishing time in next_attempt_at */
-        rc = db_exec(db,
-                     "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
-                     "AND next_attempt_at < $1",
-                     "i", s->before);
-    if (rc == DB_DONE)
-        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE id < $1", "i", first_id);
-    return rc;
-}
-
 static int release_own_leases(db_conn *db, void *arg)
 {
     (void)arg;
@@ -696,8 +678,8 @@ static void *worker_main(void *arg)
     while (!atomic_load(&W.stop)) {
         int64_t now = monotonic_ns();
         if (now - last_sweep_ns > (int64_t)SWEEP_INTERVAL_MS * 1000000) {
-            sweep_job s = {.before = now_us() - W.a->cfg.event_retention_ms * 1000};
-            store_write(W.a->store, sweep, &s);
+            int64_t before = now_us() - W.a->cfg.event_retention_ms * 1000;
+            store_write(W.a->store, webhook_retention_sweep, &before);
             last_sweep_ns = now;
         }
         int running;
