@@ -2,9 +2,12 @@
 now, to one endpoint or to every endpoint that wants it, without losing it to a worker that
 still holds the old attempt; every delivery of an endpoint that failed since a time queued once
 more; and an endpoint whose every attempt failed for --webhook-disable-after disabled, with its
-webhook_endpoint.disabled event. Every receiver listens on 127.0.0.1."""
+webhook_endpoint.disabled event; and payctl's `events resend` and `webhooks recover`. Every
+receiver listens on 127.0.0.1."""
 
+import json
 import os
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -318,5 +321,74 @@ def test_a_success_inside_the_window_resets_the_streak(fresh_server):
         assert not keep_failing(u, rx, 2, ep)
         assert u.get("/v1/events?type=webhook_endpoint.disabled").json["data"] == []
         assert keep_failing(u, rx, 20, ep)  # and the window, unbroken, does disable it
+    finally:
+        rx.close()
+
+
+# ---- payctl: events resend, webhooks recover (through the client library's calls) ----
+
+PAYCTL = os.environ.get("PAYCTL_BIN", os.path.join(os.path.dirname(__file__),
+                                                   "../../build/payctl"))
+
+
+def payctl(user, *args):
+    env = dict(os.environ, PAYD_URL=user.server.url, PAYD_API_KEY=user.key)
+    return subprocess.run([PAYCTL, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_payctl_events_resend(server):
+    u = server.create_user("payctl-resend")
+    rx = Receiver()
+    try:
+        one = endpoint(u, rx.url, ["account.created"])
+        endpoint(u, rx.url + "/all", ["*"])
+        u.create_account()
+        evt = event_of(u, "account.created")["id"]
+        assert rx.wait_for(lambda r: seen(r)[evt] == 1 and seen(r, "/hooks/all")[evt] == 1)
+
+        out = payctl(u, "events", "resend", evt)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)
+        assert answer["event_id"] == evt and len(answer["endpoint_ids"]) == 2
+        assert rx.wait_for(lambda r: seen(r)[evt] == 2 and seen(r, "/hooks/all")[evt] == 2)
+
+        k = key()
+        for _ in range(2):  # the same key twice: one redelivery
+            out = payctl(u, "events", "resend", evt, "--endpoint", one, "--idempotency-key", k)
+            assert out.returncode == 0, out.stderr
+            assert json.loads(out.stdout)["endpoint_ids"] == [one]
+        assert rx.wait_for(lambda r: seen(r)[evt] == 3)
+        time.sleep(1)
+        assert seen(rx)[evt] == 3 and seen(rx, "/hooks/all")[evt] == 2
+
+        out = payctl(u, "events", "resend", "evt_0000000000000")
+        assert out.returncode == 1 and "resource_missing" in out.stderr, out
+        out = payctl(u, "events", "resend")
+        assert out.returncode == 2, out  # a usage mistake: no event named
+    finally:
+        rx.close()
+
+
+def test_payctl_webhooks_recover(fresh_server):
+    s = fresh_server(args=FAST_GIVE_UP)
+    u = s.create_user("payctl-recover")
+    rx = Receiver(fail_rate=1.0)
+    try:
+        ep = endpoint(u, rx.url, ["account.created"])
+        since = rfc3339(time.time())
+        u.create_account()
+        evt = event_of(u, "account.created")["id"]
+        assert settled(u, ep, [evt], "failed")
+        rx.fail_rate = 0.0
+        out = payctl(u, "webhooks", "recover", ep, "--since", since)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)
+        assert answer["object"] == "webhook_recovery" and answer["queued"] == 1, answer
+        assert rx.wait_for(lambda r: evt in r.delivered())
+
+        out = payctl(u, "webhooks", "recover", ep, "--since", rfc3339(time.time() + 3600))
+        assert out.returncode == 1 and "invalid_parameter" in out.stderr, out
+        out = payctl(u, "webhooks", "recover", ep)
+        assert out.returncode == 2 and "--since" in out.stderr, out
     finally:
         rx.close()
