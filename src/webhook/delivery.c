@@ -312,6 +312,7 @@ static int record_attempts(db_conn *db, void *arg)
 {
     finished *f = arg;
     int64_t now = now_us();
+    webhook_streaks streaks = {.app = W.a, .now = now}; /* endpoints' failures: recovery.h */
     for (int i = 0; i < f->count; i++) {
         attempt *t = f->list[i];
         const char *outcome = "delivered";
@@ -346,12 +347,12 @@ static int record_attempts(db_conn *db, void *arg)
                      : next       ? "pending"
                                   : "failed",
                      (int64_t)t->attempt, next ? next : now);
-        if (rc == DB_DONE) /* the endpoint's streak of failures: recovery.h */
-            rc = webhook_streak_note(db, W.a, t->endpoint_id, t->delivered, now);
+        if (rc == DB_DONE)
+            rc = webhook_streak_add(db, &streaks, t->endpoint_id, t->delivered);
         if (rc != DB_DONE)
             return rc;
     }
-    return 0;
+    return webhook_streaks_write(db, &streaks);
 }
 
 typedef struct release_job {
@@ -664,13 +665,6 @@ static void claim(void)
         store_write(W.a->store, release_claims, &r);
 }
 
-static int release_own_leases(db_conn *db, void *arg)
-{
-    (void)arg;
-    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
-                   "");
-}
-
 static void *worker_main(void *arg)
 {
     (void)arg;
@@ -706,7 +700,7 @@ int webhook_worker_start(app *a)
     W.held = calloc((size_t)a->cfg.webhook_max_in_flight, sizeof *W.held);
     /* SQLite has one node: a lease still held now was held by this node before it stopped */
     if (store_kind(a->store) == DB_SQLITE)
-        store_write(a->store, release_own_leases, NULL);
+        store_write(a->store, webhook_release_own_leases, NULL);
     atomic_store(&W.stop, false);
     R.stop = false;
     R.running = pthread_create(&R.thread, NULL, recorder_main, NULL) == 0;

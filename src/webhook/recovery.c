@@ -108,17 +108,21 @@ static db_status disable_endpoint(db_conn *db, app *a, uint64_t endpoint, int64_
     return rc;
 }
 
-db_status webhook_streak_note(db_conn *db, app *a, uint64_t endpoint, bool delivered, int64_t now)
+/* One endpoint's streak after the job's attempts: ended by a 2xx that came last, started over
+ * by a 2xx followed by a failure, else started (or carried on) by the failures. */
+static db_status write_streak(db_conn *db, app *a, uint64_t endpoint, bool delivered,
+                              bool failed_last, int64_t now)
 {
-    if (delivered)
+    if (!failed_last)
         return db_exec(db,
                        "UPDATE webhook_endpoints SET failing_since = NULL "
                        "WHERE id = $1 AND failing_since IS NOT NULL",
                        "i", (int64_t)endpoint);
     db_stmt *st = db_query(db,
-                           "UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, "
-                           "$2) WHERE id = $1 RETURNING failing_since, disabled",
-                           "ii", (int64_t)endpoint, now);
+                           "UPDATE webhook_endpoints SET failing_since = CASE WHEN $3 = 1 THEN $2 "
+                           "ELSE COALESCE(failing_since, $2) END WHERE id = $1 "
+                           "RETURNING failing_since, disabled",
+                           "iii", (int64_t)endpoint, now, (int64_t)delivered);
     if (!st)
         return DB_ERROR;
     db_status rc = db_step(st);
@@ -130,4 +134,42 @@ db_status webhook_streak_note(db_conn *db, app *a, uint64_t endpoint, bool deliv
     if (enabled && now - failing_since >= a->cfg.webhook_disable_after_ms * 1000)
         return disable_endpoint(db, a, endpoint, failing_since, now);
     return DB_DONE;
+}
+
+db_status webhook_streaks_write(db_conn *db, webhook_streaks *s)
+{
+    db_status rc = DB_DONE;
+    for (int i = 0; i < s->count && rc == DB_DONE; i++)
+        rc = write_streak(db, s->app, s->of[i].endpoint, s->of[i].delivered, s->of[i].failed_last,
+                          s->now);
+    s->count = 0;
+    return rc;
+}
+
+db_status webhook_streak_add(db_conn *db, webhook_streaks *s, uint64_t endpoint, bool delivered)
+{
+    int i = 0;
+    while (i < s->count && s->of[i].endpoint != endpoint)
+        i++;
+    if (i == s->count) {
+        if (s->count == WEBHOOK_STREAKS_MAX) {
+            db_status rc = webhook_streaks_write(db, s);
+            if (rc != DB_DONE)
+                return rc;
+            i = 0;
+        }
+        s->of[i].endpoint = endpoint;
+        s->of[i].delivered = false;
+        s->of[i].failed_last = !delivered; /* noted newest first: this is its latest attempt */
+        s->count = i + 1;
+    }
+    s->of[i].delivered |= delivered;
+    return DB_DONE;
+}
+
+int webhook_release_own_leases(db_conn *db, void *arg)
+{
+    (void)arg;
+    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
+                   "");
 }
