@@ -3,6 +3,7 @@
  * failed since a time. Both answer 202 with what was queued; the delivery worker sends it. The
  * rows they change, and how a worker still holding an old lease is fenced: webhook/recovery.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/common.h"
@@ -69,14 +70,21 @@ static db_status redeliver_to_subscribers(db_conn *db, resend *r, const char *ty
                  "isi", (int64_t)r->req->user.id, type, r->req->app->cfg.max_webhook_fanout);
     if (!st)
         return DB_ERROR;
-    uint64_t endpoints[64]; /* the fan-out cap is far below this in practice; more wait a call */
-    int count = 0;
+    uint64_t *endpoints = NULL;
+    int count = 0, cap = 0;
     db_status rc;
-    while ((rc = db_step(st)) == DB_ROW && count < 64)
+    while ((rc = db_step(st)) == DB_ROW) {
+        if (count == cap) {
+            cap = cap ? cap * 2 : 8;
+            endpoints = realloc(endpoints, (size_t)cap * sizeof *endpoints);
+        }
         endpoints[count++] = (uint64_t)db_int(st, 0);
+    }
     db_done(st);
-    if (rc == DB_ERROR || rc == DB_BUSY)
+    if (rc == DB_ERROR || rc == DB_BUSY) {
+        free(endpoints);
         return rc;
+    }
     rc = DB_DONE;
     for (int i = 0; i < count && rc == DB_DONE; i++) {
         bool queued;
@@ -84,6 +92,7 @@ static db_status redeliver_to_subscribers(db_conn *db, resend *r, const char *ty
         if (rc == DB_DONE && queued)
             json_array_append_new(ids, json_id("we", endpoints[i]));
     }
+    free(endpoints);
     return rc;
 }
 

@@ -308,17 +308,17 @@ def test_an_endpoint_failing_for_the_whole_window_is_disabled_with_its_event(fre
 
 
 def test_a_success_inside_the_window_resets_the_streak(fresh_server):
-    s = fresh_server(args=["--webhook-disable-after", "3s", "--webhook-retry-scale", "0.001"])
+    s = fresh_server(args=["--webhook-disable-after", "4s", "--webhook-retry-scale", "0.001"])
     u = s.create_user("streak")
     rx = Receiver(fail_rate=1.0)
     try:
         ep = endpoint(u, rx.url, ["account.created"])
-        assert not keep_failing(u, rx, 2, ep)
+        assert not keep_failing(u, rx, 1.5, ep)
         rx.fail_rate = 0.0
         assert rx.wait_for(lambda r: len(r.delivered()) >= 1)
         rx.fail_rate = 1.0
-        # 2 s more of failures: 4 s since the first, but 2 s since the last 2xx
-        assert not keep_failing(u, rx, 2, ep)
+        # 3 s more of failures: over 4 s since the first, but 3 s since the last 2xx
+        assert not keep_failing(u, rx, 3, ep)
         assert u.get("/v1/events?type=webhook_endpoint.disabled").json["data"] == []
         assert keep_failing(u, rx, 20, ep)  # and the window, unbroken, does disable it
     finally:
