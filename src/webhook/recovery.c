@@ -5,6 +5,7 @@
 
 #include "core/ids.h"
 #include "core/log.h"
+#include "core/timefmt.h"
 #include "node/app.h"
 #include "webhook/delivery.h"
 #include "webhook/outbox.h"
@@ -67,8 +68,10 @@ static void log_disabled(uint64_t endpoint, int64_t failing_since)
     log_begin(&w, "warn", "webhook endpoint disabled: every attempt failed for too long");
     jw_key(&w, "endpoint_id");
     jw_string(&w, id);
-    jw_key(&w, "failing_since_us");
-    jw_int(&w, failing_since);
+    char since[RFC3339_STR_MAX];
+    format_rfc3339_ms(failing_since, since);
+    jw_key(&w, "failing_since");
+    jw_string(&w, since);
     log_end(&w);
 }
 
