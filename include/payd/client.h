@@ -188,6 +188,18 @@ PAYD_API payd_status payd_payments_count(payd_client *client, const char *accoun
                                          const payd_param *filters, size_t filters_len,
                                          int64_t *count, payd_result *result);
 
+/* Sends an event again now (docs/webhooks.md, "Redelivery and recovery"): to endpoint_id, or,
+ * when it is NULL, to every enabled endpoint that wants the event's type. 202: what was queued.
+ * idempotency_key may be NULL (a fresh one, the same on every retry of this call). */
+PAYD_API payd_status payd_event_redeliver(payd_client *client, const char *event_id,
+                                          const char *endpoint_id, const char *idempotency_key,
+                                          payd_result *result);
+/* Queues again every delivery of the endpoint that failed at or after `since` (RFC 3339), and
+ * brings forward those still retrying. 202: how many. */
+PAYD_API payd_status payd_webhook_endpoint_recover(payd_client *client, const char *endpoint_id,
+                                                   const char *since, const char *idempotency_key,
+                                                   payd_result *result);
+
 /* ---- lists (§4): an iterator that follows next_cursor until has_more is false ---- */
 
 typedef struct payd_list payd_list;

@@ -12,6 +12,7 @@ const char *const stats_intervals[] = {"hour", "day", NULL};
 
 #define EVENT_TYPES                                                                                \
     "account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", \
-        "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created"
+        "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created",    \
+        "webhook_endpoint.disabled"
 const char *const event_types[] = {EVENT_TYPES, NULL};
 const char *const webhook_event_choices[] = {"*", EVENT_TYPES, NULL};

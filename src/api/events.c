@@ -12,65 +12,7 @@
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "webhook/delivery.h"
-
-/* An endpoint wants an event type when its list (",a,b,") is ",*," or holds ",type,". Written
- * in SQL both databases speak: replace() finds the type without LIKE's wildcards. */
-#define ENDPOINT_WANTS(type_param)                                                                 \
-    "(events = ',*,' OR length(replace(events, ',' || " type_param " || ',', '')) < "              \
-    "length(events))"
-
-/* The outbox: one pending delivery per enabled endpoint of the user that wants the type, to at
- * most `fanout` of them (--max-webhook-fanout), the oldest first. Endpoints with the same url
- * are not merged: each signs with its own secret and keeps its own attempts, so each counts. */
-static int queue_deliveries(db_conn *db, uint64_t user, uint64_t event, const char *type,
-                            int64_t created, int64_t fanout)
-{
-    if (db_kind_of(db) == DB_POSTGRES) {
-        /* one statement that needs no answer, so it travels with the job's next one: a read
-         * here would cost the payment a round trip. Other nodes' workers find deliveries by
-         * polling, so this node's does too (within IDLE_POLL_MS) */
-        int rc = db_exec_checked(
-            db, -1, 0,
-            "INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, "
-            "next_attempt_at, lease_until, lease_id, created_at) "
-            "SELECT id, CAST($1 AS BIGINT), 'pending', 0, CAST($3 AS BIGINT), 0, 0, "
-            "CAST($3 AS BIGINT) FROM webhook_endpoints "
-            "WHERE user_id = $2 AND disabled = 0 AND " ENDPOINT_WANTS("$4") " ORDER BY id LIMIT $5",
-            "iiisi", (int64_t)event, (int64_t)user, created, type, fanout);
-        if (rc == DB_DONE)
-            webhook_events_recorded(1, 0);
-        return rc;
-    }
-    /* SQLite: a read first, and an INSERT per endpoint found. Most users have none, and a plain
-     * indexed read costs the single writer far less than an INSERT … SELECT that finds nothing */
-    db_stmt *st = db_query(db,
-                           "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
-                           "AND " ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
-                           "isi", (int64_t)user, type, fanout);
-    if (!st)
-        return DB_ERROR;
-    uint64_t *endpoints = NULL;
-    int count = 0, cap = 0;
-    db_status rc;
-    while ((rc = db_step(st)) == DB_ROW) {
-        if (count == cap) {
-            cap = cap ? cap * 2 : 4;
-            endpoints = realloc(endpoints, (size_t)cap * sizeof *endpoints);
-        }
-        endpoints[count++] = (uint64_t)db_int(st, 0);
-    }
-    db_done(st);
-    for (int i = 0; i < count && rc == DB_DONE; i++)
-        rc = db_exec(db,
-                     "INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, "
-                     "next_attempt_at, lease_until, lease_id, created_at) "
-                     "VALUES ($1, $2, 'pending', 0, $3, 0, 0, $3)",
-                     "iii", (int64_t)endpoints[i], (int64_t)event, created);
-    free(endpoints);
-    if (rc == DB_DONE)
-        webhook_events_recorded(1, count); /* wakes the worker only when something was queued */
-    return rc;
-}
+#include "webhook/outbox.h"
 
 int event_record(db_conn *db, request *req, const char *type, const char *object_json)
 {
@@ -83,17 +25,11 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
         db_note_failure(DB_FAILURE_UNAVAILABLE);
         return DB_ERROR;
     }
-    int64_t created = created_at_of(id);
-    db_status rc =
-        db_exec_checked(db, -1, 0,
-                        "INSERT INTO events (id, user_id, type, data, created_at) "
-                        "VALUES ($1, $2, $3, $4, $5)",
-                        "iissi", (int64_t)id, (int64_t)req->user.id, type, object_json, created);
-    if (rc != DB_DONE)
-        return rc;
-    if (object_json == req->resp_body)
+    db_status rc = webhook_event_insert(db, id, req->user.id, type, object_json, created_at_of(id),
+                                        req->app->cfg.max_webhook_fanout);
+    if (rc == DB_DONE && object_json == req->resp_body)
         req->resp_event = id; /* the key's stored answer may name this event (idem.c) */
-    return queue_deliveries(db, req->user.id, id, type, created, req->app->cfg.max_webhook_fanout);
+    return rc;
 }
 
 int event_record_reply(db_conn *db, request *req, const char *type, const char *member)

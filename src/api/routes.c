@@ -124,6 +124,8 @@ const route payd_routes[] = {
     /* events and webhooks (§15) */
     R_QUERY("GET", "/v1/events", events_list, AUTH, events_list_query),
     R("GET", "/v1/events/{id}", events_get, AUTH),
+    R_STEPS("POST", "/v1/events/{id}/redeliver", NULL, events_redeliver,
+            WRITE | IDEM_OK | CLAIM_IN_WRITE, events_redeliver_body, NULL),
     R_STEPS("POST", "/v1/webhook_endpoints", NULL, webhooks_create,
             WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_create_body, NULL),
     R_QUERY("GET", "/v1/webhook_endpoints", webhooks_list, AUTH, page_query),
@@ -134,6 +136,8 @@ const route payd_routes[] = {
     R_QUERY("GET", "/v1/webhook_endpoints/{id}/deliveries", webhooks_deliveries, AUTH, page_query),
     R_STEPS("POST", "/v1/webhook_endpoints/{id}/rotate_secret", NULL, webhooks_rotate_secret,
             WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_rotate_secret_body, NULL),
+    R_STEPS("POST", "/v1/webhook_endpoints/{id}/recover", NULL, webhooks_recover,
+            WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_recover_body, NULL),
 };
 
 const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

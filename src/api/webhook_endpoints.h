@@ -3,18 +3,12 @@
 /* What the webhook endpoint routes share: webhooks.c (create, read, update, delete) and
  * webhook_rotation.c (the secret's rotation). */
 #include "api/resource.h"
-#include "core/jsonw.h"
-#include "store/db.h"
+#include "webhook/outbox.h"
 
-/* The columns endpoint_resource's writer reads, in its order. */
-#define ENDPOINT_COLUMNS                                                                           \
-    "id, url, events, description, disabled, created_at, updated_at, previous_secret_expires_at"
+/* The columns endpoint_resource's writer (webhook_endpoint_write) reads, in its order. */
+#define ENDPOINT_COLUMNS WEBHOOK_ENDPOINT_COLUMNS
 
 /* The webhook endpoint as a resource (webhooks.c). */
 extern const resource endpoint_resource;
-
-/* "previous_secret_expires_at": the time column `column` of st holds, or null (no previous
- * secret was kept). */
-void write_previous_secret_expiry(db_stmt *st, int column, jsonw *w);
 
 #endif

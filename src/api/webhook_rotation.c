@@ -31,16 +31,6 @@ static const field rotate_fields[] = {
 };
 const schema webhooks_rotate_secret_body = SCHEMA(rotate_input, rotate_fields);
 
-void write_previous_secret_expiry(db_stmt *st, int column, jsonw *w)
-{
-    if (db_is_null(st, column)) {
-        jw_key(w, "previous_secret_expires_at");
-        jw_null(w);
-    } else {
-        jw_member_time(w, "previous_secret_expires_at", db_int(st, column));
-    }
-}
-
 typedef struct rotation {
     request *req;
     uint64_t id;

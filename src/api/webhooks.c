@@ -19,52 +19,17 @@
 #include "webhook/address_policy.h"
 #include "webhook/attempt_guard.h"
 #include "webhook/delivery.h"
+#include "webhook/outbox.h"
 #include "webhook/secret.h"
 
 #define MAX_URL 2048
-
-/* The stored ",a,b," list as a JSON array. */
-static void write_events_array(jsonw *w, const char *stored)
-{
-    jw_array_begin(w);
-    const char *p = stored + (*stored == ',');
-    while (*p) {
-        const char *end = strchr(p, ',');
-        if (!end)
-            end = p + strlen(p);
-        if (end > p) {
-            char type[64];
-            snprintf(type, sizeof type, "%.*s", (int)(end - p), p);
-            jw_string(w, type);
-        }
-        p = *end ? end + 1 : end;
-    }
-    jw_array_end(w);
-}
-
-static void write_endpoint_row(db_stmt *st, jsonw *w)
-{
-    jw_object_begin(w);
-    jw_member_id(w, "id", "we", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "webhook_endpoint");
-    jw_member_string(w, "url", db_text(st, 1));
-    jw_key(w, "events");
-    write_events_array(w, db_text(st, 2));
-    jw_member_string(w, "description", db_text(st, 3));
-    jw_key(w, "disabled");
-    jw_bool(w, db_int(st, 4) != 0);
-    jw_member_time(w, "created_at", db_int(st, 5));
-    jw_member_time(w, "updated_at", db_int(st, 6));
-    write_previous_secret_expiry(st, 7, w); /* webhook_rotation.c */
-    jw_object_end(w);
-}
 
 const resource endpoint_resource = {
     .noun = "webhook endpoint",
     RESOURCE_TABLE("webhook_endpoints", ENDPOINT_COLUMNS, "user_id"),
     .id_prefix = "we",
     .path = "/v1/webhook_endpoints/",
-    .write_row = write_endpoint_row,
+    .write_row = webhook_endpoint_write,
 };
 
 /* ---- validation ---- */
@@ -260,7 +225,7 @@ static const list_query endpoints_list_query = {
     .parent_column = "user_id",
     .created_index = 5,
     .id_index = 0,
-    .write_row = write_endpoint_row,
+    .write_row = webhook_endpoint_write,
 };
 
 void webhooks_list(request *req)
@@ -306,7 +271,9 @@ static int change_endpoint(db_conn *db, void *arg)
     rc = db_exec(db,
                  "UPDATE webhook_endpoints SET url = COALESCE($3, url), "
                  "events = CASE WHEN $4 = '' THEN events ELSE $4 END, "
-                 "disabled = CASE WHEN $5 < 0 THEN disabled ELSE $5 END, updated_at = $6 "
+                 "disabled = CASE WHEN $5 < 0 THEN disabled ELSE $5 END, updated_at = $6, "
+                 /* enabled again: its streak of failures starts over (webhook/recovery.h) */
+                 "failing_since = CASE WHEN $5 = 0 THEN NULL ELSE failing_since END "
                  "WHERE id = $1 AND user_id = $2",
                  "iissii", (int64_t)c->id, (int64_t)req->user.id, c->url,
                  c->events ? c->events : "", (int64_t)c->disabled, c->now);

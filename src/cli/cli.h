@@ -100,6 +100,9 @@ bool option_given(const invocation *inv, const char *name);
 /* events.c: commands that run themselves */
 int run_webhooks_create(invocation *inv);
 int run_listen(invocation *inv);
+/* resend.c: sending webhooks again */
+int run_events_resend(invocation *inv);
+int run_webhooks_recover(invocation *inv);
 
 /* output.c */
 /* Prints JSON text as one line (or indented when pretty); text that is not JSON as it is. */

@@ -20,6 +20,11 @@
     {                                                                                              \
         group, verb, COMMAND_SINGLE, method, paths, NULL, summary, options, run                    \
     }
+/* The same, for a command whose bare argument fills the option `positional`. */
+#define COMMAND_RUN_ON(group, verb, method, paths, positional, summary, options, run)              \
+    {                                                                                              \
+        group, verb, COMMAND_SINGLE, method, paths, positional, summary, options, run              \
+    }
 #define PATHS(...)                                                                                 \
     {                                                                                              \
         __VA_ARGS__                                                                                \
@@ -209,6 +214,14 @@ const command payctl_commands[] = {
                     LIST_OPTIONS)),
     COMMAND("events", "get", COMMAND_SINGLE, "GET", PATHS("/v1/events/{id}"), "id",
             "Show one event.", OPTIONS(ID_IN_PATH("the event"))),
+    COMMAND_RUN_ON("events", "resend", "POST", PATHS("/v1/events/{id}/redeliver"), "id",
+                   "Send an event again now, to every enabled endpoint that wants its type or to "
+                   "the one named. Safe to retry: every attempt sends the same Idempotency-Key.",
+                   OPTIONS(ID_IN_PATH("the event"),
+                           OPT("endpoint", "ID", VALUE_STRING, TO_PAYCTL, NULL, false,
+                               "only this webhook endpoint (we_...)"),
+                           IDEMPOTENCY_KEY),
+                   run_events_resend),
     COMMAND_RUN(
         "webhooks", "create", "POST", PATHS("/v1/webhook_endpoints"),
         "Add a webhook endpoint. Prints its secret, shown only this once.",
@@ -240,6 +253,15 @@ const command payctl_commands[] = {
                 OPT("expire-previous-in", "SECONDS", VALUE_INTEGER, TO_BODY, "expire_previous_in",
                     false, "how long the previous secret still signs, 0-604800 (default 86400)"),
                 IDEMPOTENCY_KEY)),
+    COMMAND_RUN_ON(
+        "webhooks", "recover", "POST", PATHS("/v1/webhook_endpoints/{id}/recover"), "id",
+        "Send again every delivery of an endpoint that failed since a time (after an outage); "
+        "those still retrying go now.",
+        OPTIONS(ID_IN_PATH("the endpoint"),
+                OPT("since", "TIME", VALUE_STRING, TO_PAYCTL, NULL, true,
+                    "deliveries that failed at or after this RFC 3339 time"),
+                IDEMPOTENCY_KEY),
+        run_webhooks_recover),
     COMMAND_RUN(
         "listen", "", "GET", PATHS("/v1/events"),
         "Follow /v1/events and forward each event, signed, to a local URL. Its place is kept in "

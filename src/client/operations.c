@@ -168,3 +168,40 @@ payd_list *payd_payments_list(payd_client *client, const char *account_id, const
     free(path);
     return list;
 }
+
+payd_status payd_event_redeliver(payd_client *client, const char *event_id, const char *endpoint_id,
+                                 const char *idempotency_key, payd_result *result)
+{
+    if (!event_id || !*event_id)
+        return usage(result, "an event id is required");
+    char *path = resource_path("events", event_id, "/redeliver");
+    json_t *body = json_object();
+    if (!path || !body) {
+        free(path);
+        json_decref(body);
+        return nomem(result);
+    }
+    if (endpoint_id) /* left out: every endpoint that wants the event */
+        json_object_set_new(body, "endpoint_id", json_string(endpoint_id));
+    payd_status status = send_json(client, "POST", path, body, idempotency_key, result);
+    free(path);
+    return status;
+}
+
+payd_status payd_webhook_endpoint_recover(payd_client *client, const char *endpoint_id,
+                                          const char *since, const char *idempotency_key,
+                                          payd_result *result)
+{
+    if (!endpoint_id || !*endpoint_id || !since)
+        return usage(result, "an endpoint id and a time (since) are required");
+    char *path = resource_path("webhook_endpoints", endpoint_id, "/recover");
+    json_t *body = json_pack("{s:s}", "since", since);
+    if (!path || !body) {
+        free(path);
+        json_decref(body);
+        return nomem(result);
+    }
+    payd_status status = send_json(client, "POST", path, body, idempotency_key, result);
+    free(path);
+    return status;
+}

@@ -76,6 +76,9 @@ static const problem_def problems[ERR_COUNT] = {
                                    KEY_RELEASE},
     [ERR_WEBHOOK_ENDPOINT_LIMIT_REACHED] = {409, "webhook_endpoint_limit_reached",
                                             "Too many webhook endpoints", KEY_RELEASE},
+    /* nothing was queued: enable the endpoint (PATCH) and send again with the same key */
+    [ERR_WEBHOOK_ENDPOINT_DISABLED] = {409, "webhook_endpoint_disabled",
+                                       "Webhook endpoint disabled", KEY_RELEASE},
     /* the database went away mid-request: what was written is unknown, so a claimed key stays
      * for the retry to resume */
     [ERR_DATABASE_UNAVAILABLE] = {503, "database_unavailable", "Database unavailable", KEY_UNLOCK},

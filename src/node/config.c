@@ -124,6 +124,10 @@ static const config_option options[] = {
      "not trust each other share this server)"},
     {"webhook-retry-scale", OPT_STRING, FIELD(webhook_retry_scale), "1", 0, 0,
      "factor on the webhook retry schedule and its 3 days (tests: 0.001)"},
+    {"webhook-disable-after", OPT_DURATION, FIELD(webhook_disable_after_ms), "120h", 1000,
+     3650 * DAY_MS,
+     "an endpoint whose every attempt failed for this long is disabled, with a "
+     "webhook_endpoint.disabled event"},
     {"webhook-lease", OPT_DURATION, FIELD(webhook_lease_ms), "30s", 11000, DAY_MS,
      "how long a node holds a delivery attempt; longer than the 10 s request timeout"},
     {"webhook-max-in-flight", OPT_INT, FIELD(webhook_max_in_flight), "512", 1, 100000,

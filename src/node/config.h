@@ -53,6 +53,7 @@ typedef struct payd_config {
     bool webhook_deny_private;
     char webhook_retry_scale[32]; /* a factor on the retry schedule and the 3 days; tests shrink it
                                    */
+    int64_t webhook_disable_after_ms; /* an endpoint failing that long is disabled */
     int64_t webhook_lease_ms;
     int64_t webhook_max_in_flight;
     int64_t webhook_endpoint_concurrency;

@@ -187,6 +187,10 @@ static const char *const migrations[] = {
      * sealed like the current one, signs beside it until previous_secret_expires_at */
     "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret TEXT;"
     "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret_expires_at BIGINT;",
+    /* 10: an endpoint's streak of failed attempts (docs/webhooks.md, "Disabled after days of
+     * failures"): the time of the first failed attempt since its last 2xx, NULL when its latest
+     * attempt succeeded or it was enabled again */
+    "ALTER TABLE webhook_endpoints ADD COLUMN failing_since BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -15,6 +15,8 @@
 #include "node/app.h"
 #include "store/store.h"
 #include "webhook/attempt_guard.h"
+#include "webhook/outbox.h"
+#include "webhook/recovery.h"
 #include "webhook/secret.h"
 #include "webhook/signature.h"
 
@@ -276,6 +278,7 @@ static int record_attempts(db_conn *db, void *arg)
 {
     finished *f = arg;
     int64_t now = now_us();
+    webhook_streaks streaks = {.app = W.a, .now = now}; /* endpoints' failures: recovery.h */
     for (int i = 0; i < f->count; i++) {
         attempt *t = f->list[i];
         const char *outcome = "delivered";
@@ -310,10 +313,12 @@ static int record_attempts(db_conn *db, void *arg)
                      : next       ? "pending"
                                   : "failed",
                      (int64_t)t->attempt, next ? next : now);
+        if (rc == DB_DONE)
+            rc = webhook_streak_add(db, &streaks, t->endpoint_id, t->delivered);
         if (rc != DB_DONE)
             return rc;
     }
-    return 0;
+    return webhook_streaks_write(db, &streaks);
 }
 
 typedef struct release_job {
@@ -615,35 +620,6 @@ static void claim(void)
         store_write(W.a->store, release_claims, &r);
 }
 
-typedef struct sweep_job {
-    int64_t before;
-} sweep_job;
-
-/* Retention: events, their deliveries and attempts older than --event-retention. */
-static int sweep(db_conn *db, void *arg)
-{
-    sweep_job *s = arg;
-    /* the first Snowflake id of that millisecond: every older row has a smaller id */
-    int64_t ms = s->before / 1000 - PAYD_EPOCH_MS;
-    int64_t first_id = ms > 0 ? ms << 22 : 0;
-    db_status rc = db_exec(db, "DELETE FROM events WHERE id < $1", "i", first_id);
-    if (rc == DB_DONE) /* finished deliveries carry their finishing time in next_attempt_at */
-        rc = db_exec(db,
-                     "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
-                     "AND next_attempt_at < $1",
-                     "i", s->before);
-    if (rc == DB_DONE)
-        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE id < $1", "i", first_id);
-    return rc;
-}
-
-static int release_own_leases(db_conn *db, void *arg)
-{
-    (void)arg;
-    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
-                   "");
-}
-
 static void *worker_main(void *arg)
 {
     (void)arg;
@@ -651,8 +627,8 @@ static void *worker_main(void *arg)
     while (!atomic_load(&W.stop)) {
         int64_t now = monotonic_ns();
         if (now - last_sweep_ns > (int64_t)SWEEP_INTERVAL_MS * 1000000) {
-            sweep_job s = {.before = now_us() - W.a->cfg.event_retention_ms * 1000};
-            store_write(W.a->store, sweep, &s);
+            int64_t before = now_us() - W.a->cfg.event_retention_ms * 1000;
+            store_write(W.a->store, webhook_retention_sweep, &before);
             last_sweep_ns = now;
         }
         int running;
@@ -679,7 +655,7 @@ int webhook_worker_start(app *a)
     W.held = calloc((size_t)a->cfg.webhook_max_in_flight, sizeof *W.held);
     /* SQLite has one node: a lease still held now was held by this node before it stopped */
     if (store_kind(a->store) == DB_SQLITE)
-        store_write(a->store, release_own_leases, NULL);
+        store_write(a->store, webhook_release_own_leases, NULL);
     atomic_store(&W.stop, false);
     R.stop = false;
     R.running = pthread_create(&R.thread, NULL, recorder_main, NULL) == 0;

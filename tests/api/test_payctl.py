@@ -28,9 +28,10 @@ COMMANDS = [
     "users me", "users update",
     "products create", "products get", "products reserve",
     "keys list", "keys create", "keys revoke",
-    "events list", "events get",
+    "events list", "events get", "events resend",
     "webhooks create", "webhooks list", "webhooks get", "webhooks delete", "webhooks deliveries",
     "webhooks rotate-secret",
+    "webhooks recover",
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",

@@ -244,7 +244,7 @@ export type Problem = {
   title: string;
   status: number;
   detail: string;
-  code: "route_not_found" | "method_not_allowed" | "unauthorized" | "resource_missing" | "payload_too_large" | "unsupported_media_type" | "invalid_json" | "unknown_parameter" | "missing_parameter" | "invalid_parameter" | "invalid_limit" | "invalid_cursor" | "cursor_mismatch" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "request_in_progress" | "card_declined" | "processor_unavailable" | "duplicate_payment" | "order_not_payable" | "order_mismatch" | "payment_not_refundable" | "amount_exceeds_refundable" | "insufficient_funds" | "biz_seq_reused" | "duplicate_order" | "invalid_state_transition" | "version_conflict" | "duplicate_sku" | "out_of_stock" | "balance_limit_exceeded" | "rate_limited" | "headers_too_large" | "invalid_header" | "request_timeout" | "uri_too_long" | "bad_framing" | "overloaded" | "too_many_connections" | "too_many_requests_in_progress" | "shutting_down" | "not_ready" | "api_key_in_use" | "api_key_limit_reached" | "webhook_endpoint_limit_reached" | "internal_error" | "database_unavailable" | "database_timeout";
+  code: "route_not_found" | "method_not_allowed" | "unauthorized" | "resource_missing" | "payload_too_large" | "unsupported_media_type" | "invalid_json" | "unknown_parameter" | "missing_parameter" | "invalid_parameter" | "invalid_limit" | "invalid_cursor" | "cursor_mismatch" | "idempotency_key_missing" | "idempotency_key_invalid" | "idempotency_key_reused" | "request_in_progress" | "card_declined" | "processor_unavailable" | "duplicate_payment" | "order_not_payable" | "order_mismatch" | "payment_not_refundable" | "amount_exceeds_refundable" | "insufficient_funds" | "biz_seq_reused" | "duplicate_order" | "invalid_state_transition" | "version_conflict" | "duplicate_sku" | "out_of_stock" | "balance_limit_exceeded" | "rate_limited" | "headers_too_large" | "invalid_header" | "request_timeout" | "uri_too_long" | "bad_framing" | "overloaded" | "too_many_connections" | "too_many_requests_in_progress" | "shutting_down" | "not_ready" | "api_key_in_use" | "api_key_limit_reached" | "webhook_endpoint_limit_reached" | "webhook_endpoint_disabled" | "internal_error" | "database_unavailable" | "database_timeout";
   request_id: string;
   /** The offending parameter (400s, `invalid_cursor`, `cursor_mismatch`, `invalid_limit`). */
   param?: string;
@@ -340,7 +340,7 @@ export type WebhookEndpointId = string;
 
 export type WebhookAttemptId = string;
 
-export type EventType = "account.created" | "payment.succeeded" | "payment.failed" | "refund.succeeded" | "order.created" | "order.status_changed" | "transfer.succeeded" | "transfer.failed" | "reservation.created";
+export type EventType = "account.created" | "payment.succeeded" | "payment.failed" | "refund.succeeded" | "order.created" | "order.status_changed" | "transfer.succeeded" | "transfer.failed" | "reservation.created" | "webhook_endpoint.disabled";
 
 /** A change, written in the same transaction as the change itself. `data.object` is the resource as it was right after the change. Also the body of every webhook delivery. */
 export type Event = {
@@ -431,4 +431,31 @@ export type SecretRedacted = {
   code: "secret_shown_once";
   /** How to get a new secret (rotate it). */
   detail: string;
+};
+
+export type EventRedeliver = {
+  /** Only this endpoint (sent even when it does not subscribe to the event's type). Left out: every enabled endpoint of yours that wants the type, at most `--max-webhook-fanout`. */
+  endpoint_id?: WebhookEndpointId | null;
+};
+
+export type Redelivery = {
+  object: "redelivery";
+  event_id: EventId;
+  /** The endpoints the event was queued for, due now; empty when no enabled endpoint wants it. */
+  endpoint_ids: WebhookEndpointId[];
+};
+
+export type WebhookRecover = {
+  /** RFC 3339, not in the future: deliveries that ended `failed` at or after this time are queued again. */
+  since: string;
+};
+
+export type WebhookRecovery = {
+  object: "webhook_recovery";
+  webhook_endpoint_id: WebhookEndpointId;
+  since: Timestamp;
+  /** Failed deliveries made pending again, due now. */
+  queued: number;
+  /** Deliveries still retrying whose next attempt was moved to now. */
+  brought_forward: number;
 };

@@ -72,6 +72,10 @@ __all__ = [
     "WebhookAttempt",
     "WebhookAttemptList",
     "SecretRedacted",
+    "EventRedeliver",
+    "Redelivery",
+    "WebhookRecover",
+    "WebhookRecovery",
 ]
 
 UserId = str
@@ -92,7 +96,7 @@ ApiKeyId = str
 EventId = str
 WebhookEndpointId = str
 WebhookAttemptId = str
-EventType = Literal["account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created"]
+EventType = Literal["account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created", "webhook_endpoint.disabled"]
 
 
 class Account(TypedDict):
@@ -311,7 +315,7 @@ class Problem(TypedDict):
     title: str
     status: int
     detail: str
-    code: Literal["route_not_found", "method_not_allowed", "unauthorized", "resource_missing", "payload_too_large", "unsupported_media_type", "invalid_json", "unknown_parameter", "missing_parameter", "invalid_parameter", "invalid_limit", "invalid_cursor", "cursor_mismatch", "idempotency_key_missing", "idempotency_key_invalid", "idempotency_key_reused", "request_in_progress", "card_declined", "processor_unavailable", "duplicate_payment", "order_not_payable", "order_mismatch", "payment_not_refundable", "amount_exceeds_refundable", "insufficient_funds", "biz_seq_reused", "duplicate_order", "invalid_state_transition", "version_conflict", "duplicate_sku", "out_of_stock", "balance_limit_exceeded", "rate_limited", "headers_too_large", "invalid_header", "request_timeout", "uri_too_long", "bad_framing", "overloaded", "too_many_connections", "too_many_requests_in_progress", "shutting_down", "not_ready", "api_key_in_use", "api_key_limit_reached", "webhook_endpoint_limit_reached", "internal_error", "database_unavailable", "database_timeout"]
+    code: Literal["route_not_found", "method_not_allowed", "unauthorized", "resource_missing", "payload_too_large", "unsupported_media_type", "invalid_json", "unknown_parameter", "missing_parameter", "invalid_parameter", "invalid_limit", "invalid_cursor", "cursor_mismatch", "idempotency_key_missing", "idempotency_key_invalid", "idempotency_key_reused", "request_in_progress", "card_declined", "processor_unavailable", "duplicate_payment", "order_not_payable", "order_mismatch", "payment_not_refundable", "amount_exceeds_refundable", "insufficient_funds", "biz_seq_reused", "duplicate_order", "invalid_state_transition", "version_conflict", "duplicate_sku", "out_of_stock", "balance_limit_exceeded", "rate_limited", "headers_too_large", "invalid_header", "request_timeout", "uri_too_long", "bad_framing", "overloaded", "too_many_connections", "too_many_requests_in_progress", "shutting_down", "not_ready", "api_key_in_use", "api_key_limit_reached", "webhook_endpoint_limit_reached", "webhook_endpoint_disabled", "internal_error", "database_unavailable", "database_timeout"]
     request_id: str
     param: NotRequired[str]
     decline_code: NotRequired[str]
@@ -489,3 +493,25 @@ class SecretRedacted(TypedDict):
     member: Literal["secret", "api_key"]
     code: Literal["secret_shown_once"]
     detail: str
+
+
+class EventRedeliver(TypedDict):
+    endpoint_id: NotRequired[WebhookEndpointId | None]
+
+
+class Redelivery(TypedDict):
+    object: Literal["redelivery"]
+    event_id: EventId
+    endpoint_ids: list[WebhookEndpointId]
+
+
+class WebhookRecover(TypedDict):
+    since: str
+
+
+class WebhookRecovery(TypedDict):
+    object: Literal["webhook_recovery"]
+    webhook_endpoint_id: WebhookEndpointId
+    since: Timestamp
+    queued: int
+    brought_forward: int
