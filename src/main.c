@@ -28,6 +28,7 @@
 #include "processor/processor.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
+#include "store/backup.h"
 #include "webhook/delivery.h"
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
@@ -40,6 +41,8 @@ static void usage(FILE *out)
         "  migrate --db URL                             create or upgrade the schema\n"
         "  migrate --status --db URL                    the schema's version, this binary's, "
         "pending\n"
+        "  backup --to PATH --db URL                    a consistent copy of a SQLite database, "
+        "online\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
         "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
@@ -101,7 +104,7 @@ static void print_row(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
 
 static void print_json(json_t *j)
 {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     puts(s);
     free(s);
     json_decref(j);
@@ -134,6 +137,29 @@ static int cmd_migrate(int argc, char **argv)
         return 1;
     store_close(s);
     printf("{\"migrated\":true}\n");
+    return 0;
+}
+
+/* backup --to PATH: a consistent copy of a SQLite database while payd serves it. */
+static int cmd_backup(int argc, char **argv)
+{
+    const char *to = flag(argc, argv, "--to");
+    if (!to) {
+        fprintf(stderr, "payd: backup needs --to PATH (a file that does not exist yet)\n");
+        return 2;
+    }
+    char err[512];
+    backup_report r;
+    if (store_backup_sqlite(db_url(argc, argv), to, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: %s\n", err);
+        return 1;
+    }
+    char last[ID_STR_MAX] = "";
+    if (r.last_payment)
+        id_format(r.last_payment, "pay", last);
+    print_json(json_pack("{s:s, s:I, s:I, s:s?, s:f}", "path", to, "bytes", (json_int_t)r.bytes,
+                         "payments", (json_int_t)r.payments, "last_id",
+                         r.last_payment ? last : NULL, "seconds", r.seconds));
     return 0;
 }
 
@@ -616,6 +642,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "migrate"))
         return cmd_migrate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "backup"))
+        return cmd_backup(argc - 2, argv + 2);
     if (!strcmp(cmd, "user") && !strcmp(sub, "create"))
         return cmd_user_create(argc - 3, argv + 3);
     if (!strcmp(cmd, "account") && !strcmp(sub, "create"))

@@ -103,6 +103,25 @@ def test_systemd_unit_verifies(tmp_path):
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stdout + out.stderr
 
 
+def test_backup_units_verify(tmp_path):
+    """The backup service and its timer, checked the same way, with the built binary."""
+    service = read(os.path.join(ROOT, "deploy", "payd-backup.service"))
+    service = service.replace("/usr/local/bin/payd ", f"{PAYD} ")
+    service = service.replace("EnvironmentFile=/etc/payd/payd.env", f"EnvironmentFile={ENV_FILE}")
+    assert f"{PAYD} backup --to" in service and ENV_FILE in service
+    (tmp_path / "payd-backup.service").write_text(service)
+    shutil.copy(os.path.join(ROOT, "deploy", "payd-backup.timer"), tmp_path)
+    man1 = tmp_path / "man" / "man1"
+    man1.mkdir(parents=True)
+    for page in MAN_PAGES:
+        shutil.copy(page, man1)
+    out = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "payd-backup.service"),
+                          str(tmp_path / "payd-backup.timer")],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, MANPATH=str(tmp_path / "man")))
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stdout + out.stderr
+
+
 def unit_settings():
     settings = {}
     for line in read(UNIT).splitlines():
