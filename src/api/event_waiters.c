@@ -4,6 +4,7 @@
 #include "api/event_waiters.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -11,9 +12,12 @@
 #include "core/timefmt.h"
 #include "node/app.h"
 
-#define NUDGE_WINDOW_NS   (1000 * 1000000LL) /* how long a note keeps a waiter rechecking */
-#define SHUTDOWN_CHECK_NS (250 * 1000000LL)  /* how soon a stop is noticed */
+#define NOTE_WINDOW_NS    (1000 * 1000000LL) /* how long after a note its waiters look again */
+#define NOTE_GAP_MIN_NS   (1 * 1000000LL)
+#define NOTE_GAP_MAX_NS   (EVENT_WAIT_NOTE_GAP_MAX_MS * 1000000LL)
+#define SHUTDOWN_CHECK_NS (250 * 1000000LL) /* how soon a stop is noticed */
 #define NEVER             INT64_MAX
+#define RECENT_NOTES      256 /* at most so many notes are looked through */
 
 static struct {
     pthread_mutex_t lock;
@@ -24,6 +28,14 @@ static struct {
     bool poll_others;
     event_wait *head;
     int count;
+    /* The latest notes, a ring: a request that read its page while a note for it was being
+     * committed parks after the note, and must still look again. */
+    struct recent_note {
+        int64_t at_ns;
+        uint64_t user;
+        char type[48];
+    } recent[RECENT_NOTES];
+    unsigned next_note;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool type_wanted(const char *types, const char *type)
@@ -46,12 +58,29 @@ static int64_t earliest(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/* When w next rechecks, unless a note comes first. */
+/* When the latest note for w within NOTE_WINDOW_NS came (0: none), newest first. */
+static int64_t latest_note_for(const event_wait *w, int64_t now)
+{
+    for (unsigned i = 1; i <= RECENT_NOTES; i++) {
+        const struct recent_note *note = &R.recent[(R.next_note - i) % RECENT_NOTES];
+        if (!note->at_ns || note->at_ns < now - NOTE_WINDOW_NS)
+            return 0;
+        if (note->user == w->user && type_wanted(w->types, note->type))
+            return note->at_ns;
+    }
+    return 0;
+}
+
+/* When w next reads its page, unless a note comes first. After a note for it, at gaps of half
+ * the time since the note (1 ms to NOTE_GAP_MAX_NS), for NOTE_WINDOW_NS: the commit that shows
+ * the event usually follows its note within milliseconds, sometimes later. */
 static int64_t next_check(const event_wait *w, int64_t now)
 {
-    int64_t at = NEVER;
-    if (w->nudged_until_ns > now)
-        at = now + EVENT_WAIT_NUDGE_MS * 1000000LL;
+    int64_t at = NEVER, noted = latest_note_for(w, now);
+    if (noted) {
+        int64_t gap = (now - noted) / 2;
+        at = now + (gap < NOTE_GAP_MIN_NS ? NOTE_GAP_MIN_NS : earliest(gap, NOTE_GAP_MAX_NS));
+    }
     if (R.poll_others)
         at = earliest(at, now + EVENT_WAIT_POLL_MS * 1000000LL);
     return at;
@@ -81,11 +110,14 @@ void event_waiters_note(uint64_t user, const char *type)
 {
     pthread_mutex_lock(&R.lock);
     int64_t now = monotonic_ns();
+    struct recent_note *kept = &R.recent[R.next_note++ % RECENT_NOTES];
+    kept->at_ns = now;
+    kept->user = user;
+    snprintf(kept->type, sizeof kept->type, "%s", type);
     bool woke = false;
     for (event_wait *w = R.head; w; w = w->next)
         if (w->user == user && type_wanted(w->types, type)) {
-            w->nudged_until_ns = now + NUDGE_WINDOW_NS;
-            w->check_at_ns = now; /* the first look at once: the commit is usually done */
+            w->check_at_ns = now; /* a first look at once: the commit may be done */
             woke = true;
         }
     if (woke)

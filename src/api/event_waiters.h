@@ -4,10 +4,12 @@
  * page is empty parks here, holding no thread, until an event it may see is written or its wait
  * ends; then its step runs again (request_wake) and reads the page once more.
  *
- * Who wakes a waiter: event_record notes every event it writes (user and type). The note comes
- * inside the write job, before the commit, so a waiter it wakes rechecks shortly and keeps
- * rechecking every EVENT_WAIT_NUDGE_MS for a second, until the commit shows the row. On
- * PostgreSQL another node's events send no note here: every waiter also rechecks every
+ * Who wakes a waiter: event_record notes every event it writes (user and type), and a note
+ * wakes the parked waiters it matches at once. The note comes inside the write job, before the
+ * commit, so a read may not show the event yet: for a second after a note, a waiter it matches
+ * (one parked then, or one that parks later, having read during the commit) reads again at gaps
+ * of half the time since the note, from 1 ms up to EVENT_WAIT_NOTE_GAP_MAX_MS. On PostgreSQL
+ * another node's events send no note here: every waiter also reads again every
  * EVENT_WAIT_POLL_MS. At most EVENT_WAITERS_MAX requests wait at once on a node. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,10 +18,10 @@
 
 struct app;
 
-#define EVENT_WAIT_MAX_S    30
-#define EVENT_WAITERS_MAX   1000
-#define EVENT_WAIT_NUDGE_MS 20
-#define EVENT_WAIT_POLL_MS  500
+#define EVENT_WAIT_MAX_S           30
+#define EVENT_WAITERS_MAX          1000
+#define EVENT_WAIT_NOTE_GAP_MAX_MS 100
+#define EVENT_WAIT_POLL_MS         500
 
 typedef struct event_wait {
     /* set by the caller before it parks */
@@ -30,7 +32,7 @@ typedef struct event_wait {
     request_step step;   /* run (through request_wake) when it wakes */
     void *ctx;
     /* the registry's */
-    int64_t check_at_ns, nudged_until_ns;
+    int64_t check_at_ns;
     struct event_wait *next;
 } event_wait;
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import Payd
+from conftest import BACKEND, Payd
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +167,22 @@ def test_a_stopping_server_answers_its_waiters(fresh_server):
     r = w.join()
     assert r.status == 200 and r.json["data"] == [], r
     assert w.answered_at - stopped_at < 2.0
+
+
+@pytest.mark.skipif(BACKEND != "postgres", reason="only PostgreSQL is shared by several nodes")
+def test_an_event_written_on_another_node_answers_within_its_recheck(server, tmp_path):
+    other = Payd(str(tmp_path), db=server.db, args=["--rate-limit", "100000/s"]).start()
+    try:
+        u = server.create_user("two-nodes")
+        other_user = type(u)(other, u.id, u.key)  # the same key, served by the other node
+        for _ in range(3):
+            w = Waiting(u, f"/v1/events?created_gte={now_rfc3339()}&wait=20")
+            time.sleep(0.3)
+            account = other_user.create_account()
+            written_at = time.monotonic()
+            r = w.join()
+            assert [e["data"]["object"]["id"] for e in r.json["data"]] == [account["id"]]
+            # no note crosses nodes: the waiter's own recheck (every 500 ms) finds it
+            assert w.answered_at - written_at < 1.0, w.answered_at - written_at
+    finally:
+        other.stop()
