@@ -78,6 +78,27 @@ def test_an_empty_wait_answers_the_empty_page_after_its_wait(server):
     assert time.monotonic() - started < 0.5
 
 
+def test_a_wait_follows_a_cursor_to_newer_events(server):
+    u = server.create_user("cursor")
+    u.create_account()
+    u.create_account()
+    newest = u.get("/v1/events?limit=1").json
+    older = u.get(f"/v1/events?limit=1&cursor={newest['next_cursor']}").json
+    back = u.get(f"/v1/events?limit=1&cursor={older['prev_cursor']}").json
+    assert [e["id"] for e in back["data"]] == [e["id"] for e in newest["data"]]
+    after_newest = back["prev_cursor"]  # the events newer than the newest: none yet
+    r = Waiting(u, f"/v1/events?limit=1&cursor={after_newest}&wait=1").join()
+    assert r.status == 200 and r.json["data"] == [] and r.json["prev_cursor"] is None, r
+    # the same cursor again, and an event comes while it waits
+    w = Waiting(u, f"/v1/events?limit=1&cursor={after_newest}&wait=20")
+    time.sleep(0.3)
+    account = u.create_account()
+    written_at = time.monotonic()
+    r = w.join()
+    assert [e["data"]["object"]["id"] for e in r.json["data"]] == [account["id"]]
+    assert w.answered_at - written_at < 0.5
+
+
 def test_a_filtered_wait_is_not_woken_by_another_type(server):
     u = server.create_user("filtered")
     account = u.create_account()
