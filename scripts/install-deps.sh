@@ -2,12 +2,14 @@
 # Installs the Debian packages payd needs, and only those that are missing, so a warm
 # machine spends no time here. Uses sudo only when not already root.
 set -euo pipefail
-build=(cmake make gcc pkg-config libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev
+build=(cmake make gcc pkg-config libmicrohttpd-dev libgnutls28-dev libsystemd-dev libjansson-dev libsqlite3-dev libssl-dev
        libcurl4-openssl-dev libpq-dev libhiredis-dev)
 # chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm);
-# redis-server and haproxy: the cluster tests
+# redis-server and haproxy: the cluster tests; python3-venv, -pip, -setuptools and -wheel: the
+# Python client's offline `pip install` test (clients/python), python3-mypy its type check
 test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev
-      mandoc man-db systemd prometheus chromium nodejs redis-server haproxy)
+      mandoc man-db systemd prometheus chromium nodejs redis-server haproxy
+      python3-venv python3-pip python3-setuptools python3-wheel python3-mypy)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;

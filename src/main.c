@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "core/version.h"
+#include "http/tls.h"
 #include "idem/idem.h"
 #include "node/app.h"
 #include "node/auth.h"
@@ -23,6 +24,7 @@
 #include "node/lease.h"
 #include "node/limits_redis.h"
 #include "node/metrics.h"
+#include "node/service.h"
 #include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"
@@ -487,6 +489,61 @@ static int load_server_secret(db_conn *db, void *cursor_key)
     return webhook_secrets_seal_existing(db, cursor_key);
 }
 
+/* SIGHUP: the TLS files read again; new connections get the new pair, open ones keep theirs.
+ * A pair that does not load leaves the one in use, with an error line. */
+static void reload_tls(const payd_config *cfg)
+{
+    if (!cfg->tls_cert[0]) {
+        log_msg("info", "SIGHUP: no --tls-cert to read again");
+        return;
+    }
+    char err[512];
+    jsonw line;
+    bool loaded = http_tls_load(cfg->tls_cert, cfg->tls_key, err, sizeof err) == 0;
+    log_begin(&line, loaded ? "info" : "error",
+              loaded ? "TLS certificate reloaded" : "TLS certificate not reloaded");
+    jw_key(&line, "cert");
+    jw_string(&line, cfg->tls_cert);
+    if (!loaded) {
+        jw_key(&line, "error");
+        jw_string(&line, err);
+    }
+    log_end(&line);
+}
+
+/* How often, before the node is ready, a service manager's wait for READY=1 asks again. */
+#define READY_POLL_MS 200
+
+/* The main thread's life while serving: waits for a stop signal, reads the TLS files again on
+ * SIGHUP, and under systemd (deploy/payd.service) says READY=1 once the node can take traffic
+ * (its listener is up and its database answers: on PostgreSQL that may come after the start)
+ * and WATCHDOG=1 every half WatchdogSec after. Returns the stop signal. */
+static int serve_until_stopped(app *a, const sigset_t *stop_signals)
+{
+    bool managed = service_manager_listens();
+    int64_t watchdog_ms = service_watchdog_interval_ms();
+    bool ready = false;
+    for (;;) {
+        if (managed && !ready && (ready = app_ready(a, NULL)))
+            service_notify_ready();
+        store_thread_done(a->store); /* the readiness check's connection goes back */
+        int64_t wait_ms = !managed ? -1 : !ready ? READY_POLL_MS : watchdog_ms ? watchdog_ms : -1;
+        int sig = wait_ms < 0 ? stop_signals_wait(stop_signals)
+                              : stop_signals_wait_for(stop_signals, wait_ms);
+        if (sig == SIGHUP) {
+            service_notify_reloading();
+            reload_tls(&a->cfg);
+            if (ready)
+                service_notify_ready();
+        } else if (sig) {
+            service_notify_stopping();
+            return sig;
+        } else if (ready && watchdog_ms) {
+            service_watchdog_ping();
+        }
+    }
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -567,6 +624,10 @@ static int cmd_serve(int argc, char **argv)
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     fault_arm();
+    if (a.cfg.tls_cert[0] && http_tls_load(a.cfg.tls_cert, a.cfg.tls_key, err, sizeof err) != 0) {
+        fprintf(stderr, "payd: TLS: %s\n", err);
+        return 2;
+    }
     /* before the first request: a long-poll on /v1/events parks with it. On PostgreSQL other
      * nodes write events too, and only a recheck sees theirs */
     if (event_waiters_start(&a, store_kind(a.store) == DB_POSTGRES) != 0) {
@@ -594,13 +655,15 @@ static int cmd_serve(int argc, char **argv)
     jw_string(&line, a.cfg.listen);
     jw_key(&line, "db");
     jw_string(&line, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres");
+    jw_key(&line, "tls");
+    jw_bool(&line, http_tls_enabled());
     jw_key(&line, "group_commit");
     jw_bool(&line, a.cfg.group_commit);
     jw_key(&line, "node_id");
     jw_int(&line, lease_node_id(lease));
     log_end(&line);
 
-    int sig = stop_signals_wait(&stop_signals);
+    int sig = serve_until_stopped(&a, &stop_signals);
     log_begin(&line, "info", "shutting down");
     jw_key(&line, "signal");
     jw_int(&line, sig);
@@ -612,12 +675,14 @@ static int cmd_serve(int argc, char **argv)
     idem_recovery_stop();
     webhook_worker_stop();
     lease_release(lease);
+    store_release_reader(a.store); /* the main thread's, from the readiness checks */
     store_close(a.store);
     processor_free(a.processor);
     auth_cache_free(a.auth);
     metrics_free(a.metrics);
     gcra_table_free(a.limiter);
     rate_store_free(a.rate_store);
+    http_tls_free();
     log_msg("info", "stopped");
     return 0;
 }

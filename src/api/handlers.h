@@ -15,6 +15,7 @@ extern const schema transfers_create_body;
 extern const schema api_keys_create_body;
 extern const schema webhooks_create_body;
 extern const schema webhooks_update_body;
+extern const schema webhooks_rotate_secret_body;
 extern const schema orders_create_body;
 extern const schema orders_status_body;
 extern const schema users_update_body;
@@ -78,6 +79,7 @@ void webhooks_get(request *req);
 step_result webhooks_update(request *req, void *prepared);
 step_result webhooks_delete(request *req, void *prepared);
 void webhooks_deliveries(request *req);
+step_result webhooks_rotate_secret(request *req, void *prepared); /* webhook_rotation.c */
 /* At start, once the server secret is loaded: seals every webhook endpoint secret still in the
  * clear and redacts the secret in every stored answer of an endpoint's create (rows written
  * before secrets were sealed). In a transaction of its own; 0, or -1. */

@@ -21,22 +21,13 @@ void ops_healthz(request *req)
  * is full takes no traffic. */
 void ops_readyz(request *req)
 {
-    db_conn *db = store_reader(req->app->store);
-    db_stmt *st = db ? db_query(db, "SELECT 1", "") : NULL;
-    bool answers = st && db_step(st) == DB_ROW;
-    db_done(st);
-    bool writes = !store_writes_failing(req->app->store);
-    bool ok = answers && writes && app_ids_ready(req->app);
+    const char *why = NULL;
+    bool ok = app_ready(req->app, &why);
     if (ok && !atomic_load(&req->app->shutting_down)) {
         reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
     } else {
         reply_header(req, "Retry-After", "1");
-        reply_error(req, ok ? ERR_SHUTTING_DOWN : ERR_NOT_READY,
-                    ok        ? "shutting down"
-                    : !writes ? "the database's writes are failing (a full disk, an I/O error)"
-                    : db_thread_failure() == DB_FAILURE_TIMEOUT
-                        ? "no database connection came free in time"
-                        : "the database cannot be reached");
+        reply_error(req, ok ? ERR_SHUTTING_DOWN : ERR_NOT_READY, ok ? "shutting down" : why);
     }
 }
 

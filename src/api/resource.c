@@ -85,10 +85,10 @@ void write_redacted_secret(jsonw *w, const char *member, const char *rotate)
     jw_object_end(w);
 }
 
-/* The 201 shows the secret; the key keeps the same answer with the secret redacted, so no
- * stored answer holds it and a replay says how to get a new one. */
+/* The answer (201, or 200) shows the secret; the key keeps the same answer with the secret
+ * redacted, so no stored answer holds it and a replay says how to get a new one. */
 static void reply_with_secret(request *req, const resource *r, db_stmt *st,
-                              const secret_member *secret)
+                              const secret_member *secret, int status)
 {
     jsonw shown, kept;
     jw_init(&shown);
@@ -101,7 +101,7 @@ static void reply_with_secret(request *req, const resource *r, db_stmt *st,
     jw_object_reopen(&kept);
     write_redacted_secret(&kept, secret->member, secret->rotate);
     jw_object_end(&kept);
-    reply_jsonw(req, 201, &shown);
+    reply_jsonw(req, status, &shown);
     reply_keep_instead(req, &kept);
 }
 
@@ -112,7 +112,7 @@ static db_status created(request *req, const resource *r, db_stmt *st, bool *ski
     if (rc == DB_ROW) {
         row_headers(req, r, st, 201);
         if (secret) {
-            reply_with_secret(req, r, st, secret);
+            reply_with_secret(req, r, st, secret, 201);
         } else {
             jsonw w;
             jw_init(&w);
@@ -141,6 +141,21 @@ db_status resource_created_with_secret(request *req, const resource *r, db_stmt 
                                        const secret_member *secret)
 {
     return created(req, r, st, NULL, secret);
+}
+
+db_status resource_changed_with_secret(request *req, const resource *r, db_stmt *st,
+                                       const secret_member *secret)
+{
+    db_status rc = db_step(st);
+    if (rc == DB_ROW) {
+        row_headers(req, r, st, 200);
+        reply_with_secret(req, r, st, secret, 200);
+        rc = DB_DONE;
+    } else if (rc == DB_DONE) {
+        reply_missing(req, r);
+    }
+    db_done(st);
+    return rc;
 }
 
 int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,

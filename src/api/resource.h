@@ -60,6 +60,12 @@ typedef struct secret_member {
  * with the secret redacted (write_redacted_secret), so a replay shows that instead. */
 db_status resource_created_with_secret(request *req, const resource *r, db_stmt *st,
                                        const secret_member *secret);
+/* The same for a change that makes a new secret (a webhook endpoint's rotation), from its
+ * `UPDATE … RETURNING <columns>` (st: not yet stepped; finished here): 200 with the row and the
+ * secret, or 404 "no such <noun>" when it changed no row. DB_DONE once answered, else the
+ * failure for the job to return. */
+db_status resource_changed_with_secret(request *req, const resource *r, db_stmt *st,
+                                       const secret_member *secret);
 /* `"<member>": null, "redacted": {"member", "code": "secret_shown_once", "detail": rotate}` as
  * members of the object w is in: what a replay shows instead of a secret
  * (docs/idempotency.md, "Answers that show a secret"). */

@@ -158,6 +158,8 @@ const route payd_routes[] = {
             webhooks_update_body, NULL),
     R_START("DELETE", "/v1/webhook_endpoints/{id}", webhooks_delete, AUTH | ROUTE_WRITES),
     R_QUERY("GET", "/v1/webhook_endpoints/{id}/deliveries", webhooks_deliveries, AUTH, page_query),
+    R_STEPS("POST", "/v1/webhook_endpoints/{id}/rotate_secret", NULL, webhooks_rotate_secret,
+            WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_rotate_secret_body, NULL),
 };
 
 const int payd_route_count = sizeof payd_routes / sizeof payd_routes[0];

@@ -1,5 +1,6 @@
 /* Webhook endpoints (§15): create (the secret is shown only then, and kept sealed:
- * webhook/secret.h), list, get, update, delete, and each endpoint's delivery attempts. A user
+ * webhook/secret.h), list, get, update, delete, and each endpoint's delivery attempts (its
+ * secret's rotation: webhook_rotation.c). A user
  * holds at most --max-webhook-endpoints. Deliveries themselves are src/webhook/delivery.c. */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
+#include "api/webhook_endpoints.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 #include "idem/idem.h"
@@ -19,8 +21,7 @@
 #include "webhook/delivery.h"
 #include "webhook/secret.h"
 
-#define ENDPOINT_COLUMNS "id, url, events, description, disabled, created_at, updated_at"
-#define MAX_URL          2048
+#define MAX_URL 2048
 
 /* The stored ",a,b," list as a JSON array. */
 static void write_events_array(jsonw *w, const char *stored)
@@ -54,10 +55,11 @@ static void write_endpoint_row(db_stmt *st, jsonw *w)
     jw_bool(w, db_int(st, 4) != 0);
     jw_member_time(w, "created_at", db_int(st, 5));
     jw_member_time(w, "updated_at", db_int(st, 6));
+    write_previous_secret_expiry(st, 7, w); /* webhook_rotation.c */
     jw_object_end(w);
 }
 
-static const resource endpoint_resource = {
+const resource endpoint_resource = {
     .noun = "webhook endpoint",
     RESOURCE_TABLE("webhook_endpoints", ENDPOINT_COLUMNS, "user_id"),
     .id_prefix = "we",

@@ -231,6 +231,15 @@ const command payctl_commands[] = {
             "List an endpoint's delivery attempts, newest first: status, latency, error, next "
             "attempt.",
             OPTIONS(ID_IN_PATH("the endpoint"), LIST_OPTIONS)),
+    COMMAND(
+        "webhooks", "rotate-secret", COMMAND_SINGLE, "POST",
+        PATHS("/v1/webhook_endpoints/{id}/rotate_secret"), "id",
+        "Give a webhook endpoint a new secret, printed only this once. The previous one "
+        "signs beside it until --expire-previous-in has passed.",
+        OPTIONS(ID_IN_PATH("the endpoint"),
+                OPT("expire-previous-in", "SECONDS", VALUE_INTEGER, TO_BODY, "expire_previous_in",
+                    false, "how long the previous secret still signs, 0-604800 (default 86400)"),
+                IDEMPOTENCY_KEY)),
     COMMAND_RUN(
         "listen", "", "GET", PATHS("/v1/events"),
         "Follow /v1/events (a long-poll) and forward each event, signed, to a local URL. Its place "

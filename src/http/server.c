@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/tls.h"
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -216,6 +217,15 @@ bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
         find_client(ex);
     snprintf(out, cap, "%s", ex->client);
     return strcmp(ex->client, "unknown") != 0;
+}
+
+bool http_exchange_in_clear_from_afar(http_exchange *ex)
+{
+    char peer[INET6_ADDRSTRLEN];
+    if (http_tls_enabled() || !peer_address(ex->conn, peer, sizeof peer))
+        return false;
+    bool loopback = !strncmp(peer, "127.", 4) || !strcmp(peer, "::1");
+    return !loopback && !is_trusted_proxy(ex->server, peer);
 }
 
 static bool parse_trusted_proxies(const char *list, http_server *s, char *err, size_t errlen)
@@ -634,15 +644,20 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
     struct MHD_OptionItem pool[] = {
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL},
         {MHD_OPTION_END, 0, NULL}};
+    /* HTTPS when a certificate was loaded: its options come last, so plain HTTP ends the list
+     * before them */
+    bool tls = http_tls_enabled();
     s->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
-            MHD_USE_ERROR_LOG,
+            MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
         0, on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_library_message, s,
         MHD_OPTION_LISTEN_SOCKET, listener, MHD_OPTION_ARRAY, pool, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT,
         library_idle_timeout_s(limits), MHD_OPTION_CONNECTION_LIMIT, library_limit,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes,
+        tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, HTTP_TLS_PRIORITIES,
+        MHD_OPTION_HTTPS_CERT_CALLBACK, http_tls_pick_certificate, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s", listen_on);
         close(listener);

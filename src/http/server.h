@@ -100,6 +100,9 @@ bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, si
 /* The client's address, numeric: the peer's, or behind a trusted proxy the one its
  * X-Forwarded-For names; false when unknown. */
 bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap);
+/* Whether the request crossed a network in clear: plain HTTP from a peer that is neither
+ * loopback nor a trusted proxy (which terminates TLS in front of payd). */
+bool http_exchange_in_clear_from_afar(http_exchange *ex);
 
 /* Headers complete: the body deadline starts. request_id goes into the 408 if it passes. */
 void http_exchange_body_deadline(http_exchange *ex, const char *request_id);

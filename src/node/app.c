@@ -13,6 +13,24 @@ bool app_ids_ready(const app *a)
     return !a->lease || lease_held(a->lease);
 }
 
+bool app_ready(app *a, const char **why)
+{
+    db_conn *db = store_reader(a->store);
+    db_stmt *st = db ? db_query(db, "SELECT 1", "") : NULL;
+    bool answers = st && db_step(st) == DB_ROW;
+    db_done(st);
+    bool writes = !store_writes_failing(a->store);
+    bool ids = app_ids_ready(a);
+    if (why)
+        *why = !answers  ? (db_thread_failure() == DB_FAILURE_TIMEOUT
+                                ? "no database connection came free in time"
+                                : "the database cannot be reached")
+               : !writes ? "the database's writes are failing (a full disk, an I/O error)"
+               : !ids    ? "this node does not hold its node id"
+                         : NULL;
+    return answers && writes && ids;
+}
+
 bool app_answers_by_event(const app *a)
 {
     return a->cfg.event_retention_ms >= a->cfg.idempotency_ttl_ms &&

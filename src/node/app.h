@@ -41,6 +41,10 @@ typedef struct app {
 
 /* Whether this node holds its node id, so it can issue ids (and so write). */
 bool app_ids_ready(const app *a);
+/* Whether this node can take traffic (GET /readyz, and systemd's READY=1): it can get a
+ * database connection now, the database answers on it, its writes succeed and it holds its
+ * node id. When not, *why (if given) says which, in words for a 503's detail. */
+bool app_ready(app *a, const char **why);
 /* Whether an idempotent answer may be stored as a reference to the event holding it: events
  * outlive keys, and no node of an older release, which would replay it empty, is live. */
 bool app_answers_by_event(const app *a);

@@ -80,6 +80,11 @@ static const config_option options[] = {
     {"max-in-progress-per-key", OPT_INT, FIELD(max_in_progress_per_key), "128", 1, 1000000,
      "most requests of one API key in progress at once; one more is answered 429 "
      "too_many_requests_in_progress"},
+    {"tls-cert", OPT_STRING, FIELD(tls_cert), "", 0, 0,
+     "PEM certificate chain: serve HTTPS (TLS 1.2 and 1.3) with --tls-key; SIGHUP reads both "
+     "files again"},
+    {"tls-key", OPT_STRING, FIELD(tls_key), "", 0, 0,
+     "PEM private key (unencrypted) of --tls-cert"},
     {"trust-proxy", OPT_STRING, FIELD(trust_proxy), "", 0, 0,
      "numeric addresses, comma-separated, of proxies (haproxy) whose X-Forwarded-For names the "
      "client, for the per-client limits (empty: the peer is the client)"},
@@ -267,6 +272,10 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
     if (!http_listen_address_valid(cfg->listen, err, errlen) ||
         !http_trusted_proxies_valid(cfg->trust_proxy, err, errlen))
         return -1;
+    if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
+        snprintf(err, errlen, "--tls-cert and --tls-key go together");
+        return -1;
+    }
     char *scale_end;
     double scale = strtod(cfg->webhook_retry_scale, &scale_end);
     if (*scale_end || !(scale > 0 && scale <= 1)) {

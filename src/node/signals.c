@@ -13,6 +13,7 @@ void stop_signals_block(sigset_t *set)
     sigemptyset(set);
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
@@ -22,6 +23,13 @@ int stop_signals_wait(const sigset_t *set)
     int sig = 0;
     sigwait(set, &sig);
     return sig;
+}
+
+int stop_signals_wait_for(const sigset_t *set, int64_t timeout_ms)
+{
+    struct timespec wait = {timeout_ms / 1000, timeout_ms % 1000 * 1000000L};
+    int sig = sigtimedwait(set, NULL, &wait);
+    return sig > 0 ? sig : 0;
 }
 
 static void *stop_deadline_main(void *arg)

@@ -1,6 +1,7 @@
 #include "server/pipeline.h"
 
 #include <openssl/rand.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,11 +103,24 @@ static bool parse_body_or_reply(request *req, const char *body, size_t len, bool
     return false;
 }
 
+/* An API key that crossed a network in clear may have been read on the way: said once per
+ * process, so the operator learns that TLS is missing without a line per request. */
+static void warn_key_in_clear(request *req)
+{
+    static atomic_bool warned;
+    if (!req->exchange || !http_exchange_in_clear_from_afar(req->exchange) ||
+        atomic_exchange(&warned, true))
+        return;
+    log_msg("warn", "an API key came over plain HTTP from another machine: serve HTTPS "
+                    "(--tls-cert) or terminate TLS in a proxy named by --trust-proxy");
+}
+
 static bool authenticate(request *req)
 {
     const char *h = request_header(req, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return false;
+    warn_key_in_clear(req);
     const char *key = h + 7;
     while (*key == ' ')
         key++;

@@ -183,6 +183,10 @@ static const char *const migrations[] = {
      * or by a node of an older release, are 1. A lease says its holder knows the schemes. */
     "ALTER TABLE idempotency_keys ADD COLUMN processor_key_scheme INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE node_leases ADD COLUMN processor_key_schemes INTEGER NOT NULL DEFAULT 0;",
+    /* 9: a webhook endpoint's secret rotation (api/webhook_rotation.c): the secret it replaced,
+     * sealed like the current one, signs beside it until previous_secret_expires_at */
+    "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret TEXT;"
+    "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret_expires_at BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -3,7 +3,6 @@
 
 #include <curl/curl.h>
 #include <math.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/ids.h"
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "store/store.h"
 #include "webhook/attempt_guard.h"
 #include "webhook/secret.h"
+#include "webhook/signature.h"
 
 #define REQUEST_TIMEOUT_MS 10000 /* §15: a 2xx within 10 s delivers */
 #define CLAIM_BATCH        256
@@ -36,49 +35,6 @@ int64_t webhook_retry_delay_ms(int attempt)
 {
     int n = (int)(sizeof retry_schedule_ms / sizeof retry_schedule_ms[0]);
     return retry_schedule_ms[attempt < 1 ? 0 : attempt > n ? n - 1 : attempt - 1];
-}
-
-/* ---- the event document and its signature ---- */
-
-void event_document_write(jsonw *w, uint64_t id, const char *type, const char *data,
-                          int64_t created_at)
-{
-    char text[ID_STR_MAX], when[RFC3339_STR_MAX];
-    jw_object_begin(w);
-    jw_key(w, "id");
-    id_format(id, "evt", text);
-    jw_string(w, text);
-    jw_key(w, "object");
-    jw_string(w, "event");
-    jw_key(w, "type");
-    jw_string(w, type);
-    jw_key(w, "created_at");
-    format_rfc3339_ms(created_at, when);
-    jw_string(w, when);
-    jw_key(w, "data");
-    jw_object_begin(w);
-    jw_key(w, "object");
-    jw_raw(w, data, "null");
-    jw_object_end(w);
-    jw_object_end(w);
-}
-
-void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t body_len, char *out,
-                  size_t cap)
-{
-    /* the signed text is "<t>.<body>": the timestamp is signed too, so it cannot be moved */
-    char prefix[32];
-    size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%lld.", (long long)unix_s);
-    uint8_t *text = malloc(plen + body_len + 1);
-    memcpy(text, prefix, plen);
-    memcpy(text + plen, body, body_len);
-    uint8_t mac[32];
-    unsigned mac_len = 0;
-    HMAC(EVP_sha256(), secret, (int)strlen(secret), text, plen + body_len, mac, &mac_len);
-    free(text);
-    int len = snprintf(out, cap, "t=%lld,v1=", (long long)unix_s);
-    for (unsigned i = 0; i < mac_len && (size_t)len + 2 < cap; i++)
-        len += snprintf(out + len, cap - (size_t)len, "%02x", mac[i]);
 }
 
 /* ---- metrics ---- */
@@ -211,6 +167,8 @@ typedef struct claimed {
     int attempts;
     char *url, *secret, *type, *data;
     int64_t event_created;
+    char *previous_secret; /* a rotation's previous secret, signing too until previous_until */
+    int64_t previous_until;
 } claimed;
 
 /* A claimed delivery not started yet because its endpoint is at its cap. It waits here while
@@ -229,14 +187,19 @@ typedef struct claim_job {
     int count;
 } claim_job;
 
+static void free_claim_strings(claimed *c)
+{
+    free(c->url);
+    free(c->secret);
+    free(c->previous_secret);
+    free(c->type);
+    free(c->data);
+}
+
 static void free_claimed(claim_job *j)
 {
-    for (int i = 0; i < j->count; i++) {
-        free(j->rows[i].url);
-        free(j->rows[i].secret);
-        free(j->rows[i].type);
-        free(j->rows[i].data);
-    }
+    for (int i = 0; i < j->count; i++)
+        free_claim_strings(&j->rows[i]);
     j->count = 0;
 }
 
@@ -279,12 +242,15 @@ static int claim_due(db_conn *db, void *arg)
         claimed *c = &j->rows[i];
         /* a disabled endpoint's deliveries wait (leased, then claimed again) until it is
          * enabled or deleted */
-        st =
-            db_query(db, "SELECT url, secret FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
-                     "i", (int64_t)c->endpoint_id);
+        st = db_query(db,
+                      "SELECT url, secret, previous_secret, previous_secret_expires_at "
+                      "FROM webhook_endpoints WHERE id = $1 AND disabled = 0",
+                      "i", (int64_t)c->endpoint_id);
         if (db_step(st) == DB_ROW) {
             c->url = dup_text(db_text(st, 0));
             c->secret = dup_text(db_text(st, 1));
+            c->previous_secret = dup_text(db_text(st, 2));
+            c->previous_until = db_is_null(st, 3) ? 0 : db_int(st, 3);
         }
         db_done(st);
         st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
@@ -388,16 +354,10 @@ static void start_attempt(const claimed *c, uint64_t lease_id)
     event_document_write(&w, c->event_id, c->type, c->data, c->event_created);
     size_t body_len;
     t->body = jw_take(&w, &body_len);
-    char header[200], id[ID_STR_MAX];
-    webhook_sign(c->secret, now_us() / 1000000, t->body, body_len,
-                 header + snprintf(header, sizeof header, "Payd-Signature: "), sizeof header - 16);
-    t->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    t->headers = curl_slist_append(t->headers, "Expect:");
-    t->headers = curl_slist_append(t->headers, header);
-    id_format(c->event_id, "evt", id);
-    snprintf(header, sizeof header, "Payd-Event-Id: %s", id);
-    t->headers = curl_slist_append(t->headers, header);
-    t->headers = curl_slist_append(t->headers, "User-Agent: payd-webhooks/1");
+    int64_t now = now_us(); /* a rotation's previous secret signs too until it expires */
+    t->headers =
+        webhook_delivery_headers(c->secret, c->previous_until > now ? c->previous_secret : NULL,
+                                 c->event_id, now / 1000000, t->body, body_len);
 
     CURL *e = t->easy = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, c->url);
@@ -535,14 +495,6 @@ static void collect_finished(void)
     pthread_mutex_unlock(&R.lock);
 }
 
-static void free_claim_strings(claimed *c)
-{
-    free(c->url);
-    free(c->secret);
-    free(c->type);
-    free(c->data);
-}
-
 /* Starts what the endpoints' caps allow, oldest claim first; hands back what waited too long
  * to finish an attempt inside its lease. */
 static void start_held(void)
@@ -630,6 +582,9 @@ static void claim(void)
         claimed *c = &j.rows[i];
         if (c->secret) /* opened here, off the writer the claim ran on */
             c->secret = webhook_secret_opened(W.a->cursor_key, c->endpoint_id, c->secret);
+        if (c->previous_secret) /* sealed the same way: it was this endpoint's secret */
+            c->previous_secret =
+                webhook_secret_opened(W.a->cursor_key, c->endpoint_id, c->previous_secret);
         if (!c->url || !c->type || !c->secret) { /* gone, or a secret that does not open */
             free_claim_strings(c);
             continue;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/jsonw.h"
+#include "webhook/event_document.h" /* event_document_write: the body of every delivery */
 
 struct app;
 
@@ -21,15 +22,6 @@ void webhook_worker_stop(void);
  * its claim queues behind the commit that holds them, so the first attempt leaves right after
  * that commit. */
 void webhook_events_recorded(int events, int64_t deliveries);
-
-/* The event document {"id", "object": "event", "type", "created_at", "data": {"object"}}: the
- * body of GET /v1/events/{id} and of every delivery. */
-void event_document_write(jsonw *w, uint64_t id, const char *type, const char *data,
-                          int64_t created_at);
-
-/* "t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>" into out (at least 80 bytes). */
-void webhook_sign(const char *secret, int64_t unix_s, const char *body, size_t body_len, char *out,
-                  size_t cap);
 
 /* The delay before retry `attempt` (1 = after the first failure), nominal, before jitter. */
 int64_t webhook_retry_delay_ms(int attempt);

@@ -2,6 +2,7 @@
 #include "webhook/secret.h"
 
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +16,11 @@
 
 int webhook_secret_new(char out[WEBHOOK_SECRET_MAX])
 {
-    uint8_t raw[24];
+    uint8_t raw[32];
     if (RAND_bytes(raw, sizeof raw) != 1)
         return -1;
-    int len = snprintf(out, WEBHOOK_SECRET_MAX, "whsec_");
-    for (size_t i = 0; i < sizeof raw; i++)
-        len += snprintf(out + len, WEBHOOK_SECRET_MAX - (size_t)len, "%02x", raw[i]);
+    memcpy(out, "whsec_", 6);
+    EVP_EncodeBlock((unsigned char *)out + 6, raw, sizeof raw); /* 44 characters and a NUL */
     return 0;
 }
 

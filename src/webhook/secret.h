@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WEBHOOK_SECRET_MAX 80  /* "whsec_" and 48 hex digits, with room */
+#define WEBHOOK_SECRET_MAX 80  /* "whsec_" and 44 base64 characters (48 hex before), with room */
 #define WEBHOOK_SEALED_MAX 160 /* the same sealed (seal_text_size of 79 bytes is 150) */
 
-/* A fresh secret: "whsec_" and 24 random bytes in hex. 0, or -1 without randomness. */
+/* A fresh secret: "whsec_" and the standard base64 of 32 random bytes, the Standard Webhooks
+ * form (webhook/signature.h). Secrets made before were "whsec_" and 24 random bytes in hex; they
+ * sign as they are. 0, or -1 without randomness. */
 int webhook_secret_new(char out[WEBHOOK_SECRET_MAX]);
 /* The secret of endpoint `endpoint_id` sealed for its row. 0, or -1. */
 int webhook_secret_seal(const uint8_t server_secret[32], uint64_t endpoint_id, const char *secret,

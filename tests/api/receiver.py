@@ -61,7 +61,8 @@ class Receiver:
                         receiver.requests.append(dict(
                             event_id=event_id, signature=self.headers.get("Payd-Signature"),
                             content_type=self.headers.get("Content-Type"), body=body,
-                            outcome=outcome, at=time.time(), path=self.path))
+                            outcome=outcome, at=time.time(), path=self.path,
+                            headers={k.lower(): v for k, v in self.headers.items()}))
                 finally:
                     with receiver.lock:
                         receiver.in_flight[attempt_key] -= 1

@@ -30,6 +30,7 @@ COMMANDS = [
     "keys list", "keys create", "keys revoke",
     "events list", "events get",
     "webhooks create", "webhooks list", "webhooks get", "webhooks delete", "webhooks deliveries",
+    "webhooks rotate-secret",
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",

@@ -122,6 +122,25 @@ def test_backup_units_verify(tmp_path):
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stdout + out.stderr
 
 
+def test_haproxy_tls_termination_line_is_valid(tmp_path):
+    """deploy/haproxy.cfg's commented TLS bind, switched on with a pair made here, passes
+    `haproxy -c`."""
+    cfg = read(os.path.join(ROOT, "deploy", "haproxy.cfg"))
+    line = "# bind :443 ssl crt /etc/haproxy/payd.pem"
+    assert line in cfg
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    (tmp_path / "payd.pem").write_text(cert.read_text() + key.read_text())
+    cfg = cfg.replace(line, f"bind 127.0.0.1:8443 ssl crt {tmp_path / 'payd.pem'}")
+    cfg = cfg.replace("/etc/haproxy/payd-errors", os.path.join(ROOT, "deploy", "payd-errors"))
+    (tmp_path / "haproxy.cfg").write_text(cfg)
+    out = subprocess.run(["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def unit_settings():
     settings = {}
     for line in read(UNIT).splitlines():
@@ -137,7 +156,8 @@ def env_settings():
 
 def test_unit_is_hardened_and_drains_before_it_kills():
     unit = unit_settings()
-    for key, value in {"User": "payd", "ProtectSystem": "strict", "NoNewPrivileges": "yes",
+    for key, value in {"Type": "notify", "NotifyAccess": "main", "WatchdogSec": "30s",
+                       "User": "payd", "ProtectSystem": "strict", "NoNewPrivileges": "yes",
                        "StateDirectory": "payd", "Restart": "on-failure",
                        "KillSignal": "SIGTERM"}.items():
         assert unit.get(key) == [value], key

@@ -1,4 +1,4 @@
-/* The server's signature (src/webhook/delivery.c) against the same independently computed
+/* The server's signature (src/webhook/signature.c) against the same independently computed
  * vector as the client's verifier (tests/unit/client/test_webhook.c), and the retry schedule. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "webhook/delivery.h"
+#include "webhook/signature.h"
 
 static void test_signature_matches_the_reference_vector(void **state)
 {

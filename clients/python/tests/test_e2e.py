@@ -1,0 +1,257 @@
+"""The client end to end against a real payd (build/payd or $PAYD_BIN, started by the API
+tests' harness, tests/api/conftest.py): a lost answer and a 409 in flight each end as one charge;
+a 429 waits its Retry-After; a 402 is not retried; a 250-item list is iterated to the end with no
+repeat; a signed delivery from payd is verified, and a tampered or stale one refused."""
+
+import importlib.util
+import http.server
+import os
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+import payd
+from conftest import ROOT
+
+API_TESTS = os.path.join(ROOT, "tests", "api")
+sys.path.append(API_TESTS)  # the harness's own imports (pg, for PAYD_TEST_BACKEND=postgres)
+_spec = importlib.util.spec_from_file_location("payd_api_harness",
+                                               os.path.join(API_TESTS, "conftest.py"))
+harness = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(harness)
+
+if not os.path.exists(harness.PAYD):
+    pytest.skip(f"no payd binary at {harness.PAYD} (set PAYD_BIN)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = harness.Payd(str(tmp_path_factory.mktemp("payd")),
+                     args=["--rate-limit", "100000/s"]).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def user(server):
+    return server.create_user("python")
+
+
+def client(server, user, **policy):
+    policy.setdefault("base_delay", 0.2)
+    policy.setdefault("max_delay", 5.0)
+    return payd.Client(user.key, server.url, **policy)
+
+
+def payment_ids(c, account):
+    return [p["id"] for p in c.payments.list(account=account["id"], limit=100)]
+
+
+def read_request(conn):
+    """One whole HTTP request from a socket: its head, then Content-Length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class AnswerDroppingProxy:
+    """Forwards each TCP connection to payd; for the first `drop` connections it reads payd's
+    whole answer and closes the client's side without passing a byte on: the request was served,
+    its answer lost."""
+
+    def __init__(self, upstream_port, drop=1):
+        self.upstream_port, self.drop, self.dropped = upstream_port, drop, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.relay, args=(conn,), daemon=True).start()
+
+    def relay(self, conn):
+        drop = self.dropped < self.drop
+        self.dropped += drop
+        with conn, socket.create_connection(("127.0.0.1", self.upstream_port)) as up:
+            up.sendall(read_request(conn))
+            up.shutdown(socket.SHUT_WR)  # the client's one request, then payd answers and closes
+            answer = b""
+            while chunk := up.recv(65536):
+                answer += chunk
+            if not drop:
+                conn.sendall(answer)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_lost_answer_ends_as_one_charge(server, user):
+    c = client(server, user)
+    account = c.accounts.create("USD")
+    proxy = AnswerDroppingProxy(server.port)
+    try:
+        r = payd.Client(user.key, proxy.url, base_delay=0.2).request("POST", "/v1/payments", body={
+            "account_id": account["id"], "amount": 4200, "currency": "USD", "source": "tok_visa"})
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1 and r.status == 201 and r.attempts == 2
+    assert r.replayed  # the second attempt got the first one's stored answer
+    assert payment_ids(c, account) == [r.body["id"]]
+    assert c.accounts.retrieve(account["id"])["balance"] == 4200
+
+
+def test_a_409_in_flight_ends_as_one_charge(server, user):
+    c = client(server, user)
+    account = c.accounts.create("USD")
+    key = f"py-inflight-{time.time_ns()}"
+    body = {"account_id": account["id"], "amount": 500, "currency": "USD", "source": "tok_slow"}
+    answers = []
+
+    def pay():
+        answers.append(c.request("POST", "/v1/payments", idempotency_key=key, body=body))
+
+    first = threading.Thread(target=pay)
+    first.start()
+    time.sleep(0.5)  # the first is now inside the processor's 2 s
+    pay()
+    first.join(30)
+    assert len(answers) == 2
+    # one ran the charge; the other met 409 request_in_progress, waited, and got its answer
+    assert sorted(a.replayed for a in answers) == [False, True]
+    assert max(a.attempts for a in answers) >= 2
+    assert answers[0].body["id"] == answers[1].body["id"]
+    assert payment_ids(c, account) == [answers[0].body["id"]]
+
+
+def test_a_429_waits_its_retry_after(server):
+    # one request per 3 s: room for a slow machine between the refusal and the client's call
+    limited = server.create_user(f"limited{time.time_ns()}", rate_limit="20/m")
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
+    c = payd.Client(limited.key, server.url, base_delay=0.05, max_delay=5.0, sleep=sleep)
+    refused = None
+    for _ in range(20):  # spend the quota by hand until payd refuses
+        r = limited.get("/v1/accounts")
+        if r.status == 429:
+            refused = r
+            break
+    assert refused is not None and refused.json["code"] == "rate_limited"
+    retry_after = int(refused.header("retry-after"))
+    started = time.monotonic()
+    r = c.request("GET", "/v1/accounts")
+    assert r.status == 200 and r.attempts >= 2
+    assert sleeps[0] >= retry_after  # its own backoff alone would have waited 0.05 s
+    assert time.monotonic() - started >= retry_after
+
+
+def test_a_402_is_not_retried(server, user):
+    c = client(server, user)
+    account = c.accounts.create("USD")
+    with pytest.raises(payd.CardError) as e:
+        c.payments.create(account_id=account["id"], amount=300, currency="USD",
+                          source="tok_chargeDeclined")
+    err = e.value
+    assert (err.status, err.code, err.attempts) == (402, "card_declined", 1)
+    assert err.decline_code == "generic_decline" and err.problem["payment"]["status"] == "failed"
+    assert err.request_id and err.idempotency_key and not err.retryable
+
+
+def test_a_250_item_list_is_iterated_to_the_end_with_no_repeat(server, user):
+    c = client(server, user)
+    account = c.accounts.create("USD")
+    created = [c.payments.create(account_id=account["id"], amount=n + 1, currency="USD",
+                                 source="tok_visa")["id"] for n in range(250)]
+    seen = list(c.payments.list(account=account["id"], limit=100))
+    ids = [p["id"] for p in seen]
+    assert len(ids) == 250 and len(set(ids)) == 250 and set(ids) == set(created)
+    assert ids == list(reversed(created))  # newest first
+    page = c.payments.list_page(account=account["id"], limit=100)
+    assert len(page["data"]) == 100 and page["has_more"] and page["next_cursor"]
+
+
+class Receiver:
+    def __init__(self):
+        self.deliveries = []  # (headers as a list of pairs, raw body)
+        self.arrived = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.deliveries.append((list(self.headers.items()), body))
+                receiver.arrived.set()
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_signed_delivery_is_verified_and_a_tampered_or_stale_one_refused(server):
+    owner = server.create_user(f"hooks{time.time_ns()}")
+    c = payd.Client(owner.key, server.url, base_delay=0.2)
+    receiver = Receiver()
+    try:
+        endpoint = c.webhook_endpoints.create(url=receiver.url, events=["payment.succeeded"])
+        assert endpoint["secret"].startswith("whsec_")
+        assert c.webhook_endpoints.retrieve(endpoint["id"])["url"] == receiver.url
+        account = c.accounts.create("USD")
+        paid = c.payments.create(account_id=account["id"], amount=700, currency="USD",
+                                 source="tok_visa")
+        assert receiver.arrived.wait(20), "no delivery"
+    finally:
+        receiver.close()
+        c.webhook_endpoints.delete(endpoint["id"])
+    headers, body = receiver.deliveries[0]
+    secret = endpoint["secret"]
+    event = payd.webhooks.verify(secret, headers, body)
+    assert event["type"] == "payment.succeeded" and event["data"]["object"]["id"] == paid["id"]
+    assert c.events.retrieve(event["id"])["id"] == event["id"]
+
+    tampered = body.replace(b'"amount":700', b'"amount":70000')
+    assert tampered != body
+    with pytest.raises(payd.WebhookVerificationError):
+        payd.webhooks.verify(secret, headers, tampered)
+    with pytest.raises(payd.WebhookVerificationError):
+        payd.webhooks.verify("whsec_" + "0" * 48, headers, body)
+    with pytest.raises(payd.WebhookVerificationError):
+        payd.webhooks.verify(secret, headers, body, now=time.time() + 3600)
+    names = {name.lower() for name, _ in headers}
+    if "webhook-signature" in names:  # payd signs to Standard Webhooks: that alone suffices
+        standard = [(n, v) for n, v in headers if n.lower() != "payd-signature"]
+        assert payd.webhooks.verify(secret, standard, body)["id"] == event["id"]
