@@ -223,12 +223,19 @@ static step_result events_list_read(request *req, void *ctx)
     return park_or_answer(req, ctx);
 }
 
+/* Answers at once, on the HTTP thread, unless the page is empty and the request may wait: most
+ * lists never suspend their connection. */
+void events_list_prepare(request *req)
+{
+    const list_params *f = req->input;
+    if (list_page(req, &events_list_query, req->user.id, NULL) == 0 && f->wait > 0)
+        reply_forget(req, 0); /* no answer yet: events_list, suspended, waits */
+}
+
 step_result events_list(request *req, void *ctx)
 {
     (void)ctx;
     const list_params *f = req->input;
-    if (list_page(req, &events_list_query, req->user.id, NULL) != 0 || f->wait == 0)
-        return STEP_DONE;
     event_wait *w = arena_alloc(&req->arena, sizeof *w);
     *w = (event_wait){.req = req,
                       .user = req->user.id,
@@ -236,7 +243,7 @@ step_result events_list(request *req, void *ctx)
                       .deadline_ns = req->start_ns + f->wait * 1000000000LL,
                       .step = events_list_wake,
                       .ctx = w};
-    return park_or_answer(req, w);
+    return events_list_read(req, w); /* again: an event may have come since prepare read */
 }
 
 void events_get(request *req)

@@ -37,10 +37,10 @@
     }
 
 /* A route written as steps that takes a query and no body. */
-#define R_QUERY_START(method_, pattern_, start_, flags_, query_)                                   \
+#define R_QUERY_STEPS(method_, pattern_, prepare_, start_, flags_, query_)                         \
     {                                                                                              \
         .method = method_, .pattern = pattern_, .flags = flags_, .name = pattern_,                 \
-        .query = &query_, .start = start_                                                          \
+        .query = &query_, .prepare = prepare_, .start = start_                                     \
     }
 
 /* The same for a route that takes no body and has no prepare step. */
@@ -148,7 +148,7 @@ const route payd_routes[] = {
             WRITE | IDEM | CLAIM_IN_WRITE, reservations_create_body, NULL),
 
     /* events and webhooks (§15) */
-    R_QUERY_START("GET", "/v1/events", events_list, AUTH, events_list_query),
+    R_QUERY_STEPS("GET", "/v1/events", events_list_prepare, events_list, AUTH, events_list_query),
     R("GET", "/v1/events/{id}", events_get, AUTH),
     R_STEPS("POST", "/v1/webhook_endpoints", NULL, webhooks_create,
             WRITE | IDEM_OK | CLAIM_IN_WRITE, webhooks_create_body, NULL),
