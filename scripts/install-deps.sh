@@ -37,4 +37,9 @@ if [ "${1:-build}" = test ]; then
   if [ ! -d "$browser_tests/node_modules/playwright-core" ]; then
     (cd "$browser_tests" && npm ci --no-audit --no-fund --loglevel=error)
   fi
+  # The Node client's dev dependencies (typescript, @types/node: its declarations' check)
+  node_client="$(dirname "$0")/../clients/node"
+  if [ ! -d "$node_client/node_modules/typescript" ]; then
+    (cd "$node_client" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
 fi

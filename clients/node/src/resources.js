@@ -1,0 +1,113 @@
+// The API's resources as methods: each builds a path and a body and makes one logical call
+// (http.js). Creates take `{idempotencyKey}` in their options; without one the client makes a
+// UUIDv4 that every retry of that call reuses.
+
+import { ListIterator } from './list.js';
+
+const seg = (value) => {
+  if (typeof value !== 'string' || value === '') throw new TypeError('an id must be a non-empty string');
+  return encodeURIComponent(value);
+};
+
+class Resource {
+  constructor(http) {
+    this.http = http;
+  }
+  async call(method, path, { body, query, idempotencyKey, ifMatch } = {}) {
+    return (await this.http.request({ method, path, body, query, idempotencyKey, ifMatch })).body;
+  }
+  list(path, params = {}) {
+    return new ListIterator(this.http, path, params);
+  }
+}
+
+export class Accounts extends Resource {
+  create(params, { idempotencyKey } = {}) {
+    return this.call('POST', '/v1/accounts', { body: params, idempotencyKey });
+  }
+  retrieve(id) {
+    return this.call('GET', `/v1/accounts/${seg(id)}`);
+  }
+  list(params = {}) {
+    return super.list('/v1/accounts', params);
+  }
+}
+
+export class Payments extends Resource {
+  create(params, { idempotencyKey } = {}) {
+    return this.call('POST', '/v1/payments', { body: params, idempotencyKey });
+  }
+  retrieve(id) {
+    return this.call('GET', `/v1/payments/${seg(id)}`);
+  }
+  /** The payments of one account: `list({account: 'acct_…', limit, status, created_gte, created_lt})`. */
+  list({ account, ...params }) {
+    return super.list(`/v1/accounts/${seg(account)}/payments`, params);
+  }
+  async count({ account, ...params }) {
+    return (await this.call('GET', `/v1/accounts/${seg(account)}/payments/count`, { query: params })).count;
+  }
+}
+
+export class Refunds extends Resource {
+  /** `create({payment: 'pay_…', amount?, reason?})`. */
+  create({ payment, ...params }, { idempotencyKey } = {}) {
+    return this.call('POST', `/v1/payments/${seg(payment)}/refunds`, { body: params, idempotencyKey });
+  }
+  list({ payment, ...params }) {
+    return super.list(`/v1/payments/${seg(payment)}/refunds`, params);
+  }
+}
+
+export class Orders extends Resource {
+  create(params, { idempotencyKey } = {}) {
+    return this.call('POST', '/v1/orders', { body: params, idempotencyKey });
+  }
+  retrieve(id) {
+    return this.call('GET', `/v1/orders/${seg(id)}`);
+  }
+  list(params = {}) {
+    return super.list('/v1/orders', params);
+  }
+}
+
+export class Events extends Resource {
+  retrieve(id) {
+    return this.call('GET', `/v1/events/${seg(id)}`);
+  }
+  /** `list({type?, created_gte?, created_lt?, limit?})`. */
+  list(params = {}) {
+    return super.list('/v1/events', params);
+  }
+}
+
+export class WebhookEndpoints extends Resource {
+  /** `create({url, events: ['*'], description?})`: the answer's `secret` is shown only here. */
+  create(params, { idempotencyKey } = {}) {
+    return this.call('POST', '/v1/webhook_endpoints', { body: params, idempotencyKey });
+  }
+  retrieve(id) {
+    return this.call('GET', `/v1/webhook_endpoints/${seg(id)}`);
+  }
+  list(params = {}) {
+    return super.list('/v1/webhook_endpoints', params);
+  }
+  /** `update(id, {url?, events?, disabled?})`. */
+  update(id, params) {
+    return this.call('PATCH', `/v1/webhook_endpoints/${seg(id)}`, { body: params });
+  }
+  del(id) {
+    return this.call('DELETE', `/v1/webhook_endpoints/${seg(id)}`);
+  }
+  /**
+   * A new secret (in the answer only); the one it replaces keeps signing beside it for
+   * `expire_previous_in` seconds (default a day), so receivers can move over without a gap.
+   */
+  rotateSecret(id, params = {}, { idempotencyKey } = {}) {
+    return this.call('POST', `/v1/webhook_endpoints/${seg(id)}/rotate_secret`, { body: params, idempotencyKey });
+  }
+  /** The delivery attempts of one endpoint, newest first. */
+  deliveries(id, params = {}) {
+    return super.list(`/v1/webhook_endpoints/${seg(id)}/deliveries`, params);
+  }
+}
