@@ -8,6 +8,7 @@
 
 #include "api/api_keys.h"
 #include "api/common.h"
+#include "api/event_waiters.h"
 #include "api/handlers.h"
 #include "api/routes.h"
 #include "core/ids.h"
@@ -627,6 +628,14 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "payd: TLS: %s\n", err);
         return 2;
     }
+    /* before the first request: a long-poll on /v1/events parks with it. On PostgreSQL other
+     * nodes write events too, and only a recheck sees theirs */
+    /* waiters recheck on every database: another node (PostgreSQL) and the webhook worker
+     * (webhook_endpoint.disabled) write events that no request notes */
+    if (event_waiters_start(&a, true) != 0) {
+        fprintf(stderr, "payd: cannot start the event waiters' thread\n");
+        return 1;
+    }
     if (pipeline_start(&a, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
@@ -664,6 +673,7 @@ static int cmd_serve(int argc, char **argv)
     /* the requests get --shutdown-timeout (pipeline_stop); the rest of the stop a moment more */
     stop_deadline_arm(a.cfg.shutdown_timeout_ms + STOP_GRACE_MS);
     pipeline_stop(&a);
+    event_waiters_stop();
     idem_recovery_stop();
     webhook_worker_stop();
     lease_release(lease);

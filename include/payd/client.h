@@ -253,6 +253,28 @@ PAYD_API int payd_webhook_sign(const char *secret, int64_t unix_s, const char *b
                                size_t body_len, char *out, size_t cap);
 PAYD_API const char *payd_webhook_check_name(payd_webhook_check check);
 
+/* Standard Webhooks (docs/webhooks.md): payd also signs every delivery with the headers
+ * webhook-id, webhook-timestamp and webhook-signature ("v1,<base64 HMAC-SHA256(key,
+ * "<id>.<timestamp>.<body>")>", several space-separated while a secret rotates), where key is
+ * the base64 decoding of the secret after its optional "whsec_" prefix (padding optional).
+ * Checks a delivery with the three header values and the raw body: MALFORMED when a header is
+ * missing, the timestamp is not an integer or the secret not base64; BAD_SIGNATURE when no v1
+ * signature matches (compared in constant time); TOO_OLD when the timestamp is further than
+ * tolerance_s from now_s. now_s <= 0: the current time; tolerance_s <= 0:
+ * PAYD_WEBHOOK_TOLERANCE_S. */
+PAYD_API payd_webhook_check payd_webhook_verify_standard(const char *secret, const char *webhook_id,
+                                                         const char *webhook_timestamp,
+                                                         const char *webhook_signature,
+                                                         const char *body, size_t body_len,
+                                                         int64_t now_s, int64_t tolerance_s);
+/* "v1,<base64>" (47 characters and a NUL) */
+#define PAYD_WEBHOOK_STANDARD_SIGNATURE_MAX 48
+/* Writes the webhook-signature value for a delivery into out (cap >=
+ * PAYD_WEBHOOK_STANDARD_SIGNATURE_MAX): for tests and for forwarding (payctl listen). 0 ok, -1
+ * when out is too small or the secret is not base64. */
+PAYD_API int payd_webhook_sign_standard(const char *secret, const char *webhook_id, int64_t unix_s,
+                                        const char *body, size_t body_len, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/enums.h"
+#include "api/event_waiters.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "core/jsonw.h"
@@ -29,6 +31,8 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
                                         req->app->cfg.max_webhook_fanout);
     if (rc == DB_DONE && object_json == req->resp_body)
         req->resp_event = id; /* the key's stored answer may name this event (idem.c) */
+    if (rc == DB_DONE)        /* a long-poll waiting for it re-reads (event_waiters.h) */
+        event_waiters_note(req->user.id, type);
     return rc;
 }
 
@@ -99,13 +103,84 @@ static const list_query events_list_query = {
     .id_index = 0,
     .status_column = "type",
     .status_param = "type",
+    .status_list = true,
     .time_column = "created_at",
     .write_row = write_event_row,
 };
 
-void events_list(request *req)
+bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
 {
-    list_page(req, &events_list_query, req->user.id, NULL);
+    (void)f;
+    const char *text = json_string_value(value);
+    int count = 0;
+    for (const char *t = text; t; count++) {
+        const char *comma = strchr(t, ',');
+        size_t n = comma ? (size_t)(comma - t) : strlen(t);
+        bool known = false;
+        for (int i = 0; event_types[i] && !known; i++)
+            known = strlen(event_types[i]) == n && !memcmp(event_types[i], t, n);
+        if (!known || count == LIST_MAX_FILTER_VALUES) {
+            *detail = known ? "'type' takes at most 16 event types"
+                            : "'type' takes event types separated by commas";
+            return false;
+        }
+        t = comma ? comma + 1 : NULL;
+    }
+    *(const char **)out = arena_strdup(a, text);
+    return true;
+}
+
+/* GET /v1/events?wait=N: an empty page waits, parked in the registry (api/event_waiters.h),
+ * until an event the filters let through is written or N seconds pass; every wake reads the
+ * page again. */
+static step_result events_list_read(request *req, void *ctx);
+
+static step_result events_list_wake(request *req, void *ctx)
+{
+    return request_blocking_then(req, events_list_read, ctx); /* the waker thread never reads */
+}
+
+static step_result park_or_answer(request *req, event_wait *w)
+{
+    if (event_wait_over(w))
+        return STEP_DONE; /* the empty page it has */
+    if (event_wait_park(w))
+        return STEP_WAITING;
+    reply_forget(req, 0);
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_OVERLOADED, "too many requests wait for events on this node");
+    return STEP_DONE;
+}
+
+static step_result events_list_read(request *req, void *ctx)
+{
+    reply_forget(req, 0);
+    if (list_page(req, &events_list_query, req->user.id, NULL) != 0)
+        return STEP_DONE;
+    return park_or_answer(req, ctx);
+}
+
+/* Answers at once, on the HTTP thread, unless the page is empty and the request may wait: most
+ * lists never suspend their connection. */
+void events_list_prepare(request *req)
+{
+    const list_params *f = req->input;
+    if (list_page(req, &events_list_query, req->user.id, NULL) == 0 && f->wait > 0)
+        reply_forget(req, 0); /* no answer yet: events_list, suspended, waits */
+}
+
+step_result events_list(request *req, void *ctx)
+{
+    (void)ctx;
+    const list_params *f = req->input;
+    event_wait *w = arena_alloc(&req->arena, sizeof *w);
+    *w = (event_wait){.req = req,
+                      .user = req->user.id,
+                      .types = f->status,
+                      .deadline_ns = req->start_ns + f->wait * 1000000000LL,
+                      .step = events_list_wake,
+                      .ctx = w};
+    return events_list_read(req, w); /* again: an event may have come since prepare read */
 }
 
 void events_get(request *req)

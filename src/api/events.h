@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "http/schema.h"
 #include "request/request.h"
 #include "store/db.h"
 
@@ -26,5 +27,8 @@ int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id);
 /* order.status_changed for an order another resource's job moved (a payment, a refund): the
  * order row as this transaction sees it. */
 int event_record_order(db_conn *db, request *req, uint64_t order_id);
+
+/* GET /v1/events' `type`: one event type or several separated by commas (KIND_CUSTOM check). */
+bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail);
 
 #endif

@@ -73,7 +73,8 @@ void api_keys_list(request *req);
 step_result api_keys_create(request *req, void *prepared);
 step_result api_keys_revoke(request *req, void *prepared);
 /* events and webhooks (§15): events.c, webhooks.c */
-void events_list(request *req);
+void events_list_prepare(request *req);
+step_result events_list(request *req, void *ctx);
 void events_get(request *req);
 step_result webhooks_create(request *req, void *prepared);
 void webhooks_list(request *req);

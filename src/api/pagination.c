@@ -10,11 +10,24 @@
 #include "core/timefmt.h"
 
 /* Appends the filter conditions and their parameters. */
-static void add_filters(char *sql, size_t cap, db_value *params, int *n, const list_query *q,
-                        const list_params *f)
+static void add_filters(request *req, char *sql, size_t cap, db_value *params, int *n,
+                        const list_query *q, const list_params *f)
 {
     size_t len = strlen(sql);
-    if (f->status) {
+    if (f->status && q->status_list) {
+        /* "a,b,c" (checked before: at most LIST_MAX_FILTER_VALUES, each one of the values) */
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s IN (", q->status_column);
+        const char *item = f->status;
+        for (int i = 0; item && i < LIST_MAX_FILTER_VALUES; i++) {
+            const char *comma = strchr(item, ',');
+            size_t item_len = comma ? (size_t)(comma - item) : strlen(item);
+            len += (size_t)snprintf(sql + len, cap - len, "%s$%d", i ? ", " : "", *n + 1);
+            params[(*n)++] =
+                (db_value){.type = 's', .s = arena_strndup(&req->arena, item, item_len)};
+            item = comma ? comma + 1 : NULL;
+        }
+        len += (size_t)snprintf(sql + len, cap - len, ")");
+    } else if (f->status) {
         len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->status_column, *n + 1);
         params[(*n)++] = (db_value){.type = 's', .s = f->status};
     }
@@ -98,7 +111,7 @@ static void link_header(request *req, const list_query *q, const list_params *f,
         reply_header(req, "Link", link);
 }
 
-void list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
+int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
 {
     const list_params *f = req->input;
     int limit = (int)f->limit;
@@ -112,12 +125,12 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     if (cursor) {
         if (cursor_decode(req->app->cursor_key, sizeof req->app->cursor_key, cursor, &at) != 0) {
             reply_invalid_param(req, ERR_INVALID_CURSOR, "cursor", "the cursor is not valid");
-            return;
+            return -1;
         }
         if (memcmp(at.scope, scope, 16) != 0) {
             reply_invalid_param(req, ERR_CURSOR_MISMATCH, "cursor",
                                 "the cursor belongs to another list, parent, user or filters");
-            return;
+            return -1;
         }
     }
     bool backwards = cursor && at.direction == CURSOR_PREV;
@@ -125,11 +138,11 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     const char *idcol = q->id_column ? q->id_column : "id";
 
     char sql[1024];
-    db_value params[12];
+    db_value params[8 + LIST_MAX_FILTER_VALUES];
     int n = 0;
     snprintf(sql, sizeof sql, "%s WHERE %s = $1", q->select, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(sql, sizeof sql, params, &n, q, f);
+    add_filters(req, sql, sizeof sql, params, &n, q, f);
     size_t len = strlen(sql);
     if (cursor) {
         len += (size_t)snprintf(sql + len, sizeof sql - len, " AND (%s, %s) %s ($%d, $%d)", created,
@@ -143,7 +156,7 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
 
     db_conn *db = reader_or_reply(req);
     if (!db)
-        return;
+        return -1;
     db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
     jsonw w;
     jw_init(&w);
@@ -201,7 +214,7 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     if (rc == DB_ERROR) {
         jw_free(&w);
         reply_error(req, ERR_INTERNAL, "the list could not be read");
-        return;
+        return -1;
     }
     jw_key(&w, "has_more");
     jw_bool(&w, has_more);
@@ -215,16 +228,17 @@ void list_page(request *req, const list_query *q, uint64_t parent_id, const char
     jw_object_end(&w);
     link_header(req, q, f, limit, next, prev);
     reply_jsonw(req, 200, &w);
+    return count;
 }
 
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)
 {
     char sql[512];
-    db_value params[4];
+    db_value params[4 + LIST_MAX_FILTER_VALUES];
     int n = 0;
     snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %s = $1", from, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(sql, sizeof sql, params, &n, q, req->input);
+    add_filters(req, sql, sizeof sql, params, &n, q, req->input);
     db_conn *db = reader_or_reply(req);
     if (!db)
         return;

@@ -4,6 +4,7 @@
  * of its (created_at, id) sort key and its filters; each page is one index range scan
  * `WHERE parent = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT n+1`.
  * No OFFSET anywhere. Cursors are signed and bound to the list, parent, user and filters. */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/cursor.h"
@@ -12,6 +13,8 @@
 #include "store/db.h"
 
 #define LIST_MAX_LIMIT 100
+/* A filter that takes a comma-separated list (list_query.status_list) takes at most so many. */
+#define LIST_MAX_FILTER_VALUES 16
 
 /* The query of every GET that lists, counts or sums, decoded by the pipeline (req->input). */
 typedef struct list_params {
@@ -20,6 +23,7 @@ typedef struct list_params {
     const char *status; /* the filter on list_query.status_column (?status= or ?type=) */
     input_time created_gte, created_lt;
     const char *interval; /* payments/stats */
+    int64_t wait;         /* events: seconds to hold an empty page for (api/event_waiters.h) */
 } list_params;
 
 /* The parameters of §4, for the route table's query schemas. */
@@ -57,7 +61,8 @@ typedef struct list_query {
     int created_index, id_index;            /* where the sort key sits among the selected columns */
     const char *status_column;              /* non-NULL: ?status= filters on it */
     const char *status_param;               /* the filter's query name; NULL: "status" */
-    const char *time_column;                /* non-NULL: created_gte / created_lt filter on it */
+    bool status_list; /* the filter is "a,b,c": any of them (checked by the route's schema) */
+    const char *time_column; /* non-NULL: created_gte / created_lt filter on it */
     /* The row as JSON: write_row writes it straight into the page (fast); lists without one
      * build it with to_json. */
     void (*write_row)(db_stmt *st, struct jsonw *w);
@@ -65,8 +70,8 @@ typedef struct list_query {
 } list_query;
 
 /* Answers the list request with one page: limit and filters come decoded (list_params); the
- * cursor is checked here. */
-void list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label);
+ * cursor is checked here. Returns the rows on the page, or -1 when it answered an error. */
+int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label);
 
 /* SELECT COUNT(*) over the same filters. */
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id);

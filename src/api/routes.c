@@ -6,6 +6,8 @@
 
 #include "api/dashboard.h"
 #include "api/enums.h"
+#include "api/event_waiters.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/pagination.h"
 #include "api/stats.h"
@@ -32,6 +34,13 @@
     {                                                                                              \
         .method = method_, .pattern = pattern_, .flags = flags_, .name = pattern_, .body = &body_, \
         .recover = recover_, .prepare = prepare_, .start = start_                                  \
+    }
+
+/* A route written as steps that takes a query and no body. */
+#define R_QUERY_STEPS(method_, pattern_, prepare_, start_, flags_, query_)                         \
+    {                                                                                              \
+        .method = method_, .pattern = pattern_, .flags = flags_, .name = pattern_,                 \
+        .query = &query_, .prepare = prepare_, .start = start_                                     \
     }
 
 /* The same for a route that takes no body and has no prepare step. */
@@ -66,7 +75,24 @@ static const field api_keys_list_fields[] = {LIST_LIMIT, LIST_CURSOR,
                                              LIST_FILTER("status", api_key_statuses)};
 static const schema api_keys_list_query = SCHEMA(list_params, api_keys_list_fields);
 static const field events_list_fields[] = {
-    LIST_LIMIT, LIST_CURSOR, LIST_FILTER("type", event_types), LIST_CREATED_GTE, LIST_CREATED_LT};
+    LIST_LIMIT,
+    LIST_CURSOR,
+    {.name = "type",
+     .kind = KIND_CUSTOM,
+     IN(list_params, status),
+     .type = "string",
+     .min = 1,
+     .max = 400,
+     .check = event_type_list_check},
+    LIST_CREATED_GTE,
+    LIST_CREATED_LT,
+    {.name = "wait",
+     .kind = KIND_INTEGER,
+     IN(list_params, wait),
+     .min = 0,
+     .max = EVENT_WAIT_MAX_S,
+     .dflt = "0"},
+};
 static const schema events_list_query = SCHEMA(list_params, events_list_fields);
 
 const route payd_routes[] = {
@@ -122,7 +148,7 @@ const route payd_routes[] = {
             WRITE | IDEM | CLAIM_IN_WRITE, reservations_create_body, NULL),
 
     /* events and webhooks (§15) */
-    R_QUERY("GET", "/v1/events", events_list, AUTH, events_list_query),
+    R_QUERY_STEPS("GET", "/v1/events", events_list_prepare, events_list, AUTH, events_list_query),
     R("GET", "/v1/events/{id}", events_get, AUTH),
     R_STEPS("POST", "/v1/events/{id}/redeliver", NULL, events_redeliver,
             WRITE | IDEM_OK | CLAIM_IN_WRITE, events_redeliver_body, NULL),

@@ -264,8 +264,8 @@ const command payctl_commands[] = {
         run_webhooks_recover),
     COMMAND_RUN(
         "listen", "", "GET", PATHS("/v1/events"),
-        "Follow /v1/events and forward each event, signed, to a local URL. Its place is kept in "
-        "--state, so a restart neither loses nor repeats an event it forwarded.",
+        "Follow /v1/events (a long-poll) and forward each event, signed, to a local URL. Its place "
+        "is kept in --state, so a restart neither loses nor repeats an event it forwarded.",
         OPTIONS(OPT("forward-to", "URL", VALUE_STRING, TO_PAYCTL, NULL, true,
                     "where to POST each event"),
                 OPT("state", "FILE", VALUE_STRING, TO_PAYCTL, NULL, false,
@@ -274,10 +274,13 @@ const command payctl_commands[] = {
                     "signing secret (default: the state file's, else a new one)"),
                 OPT("since", "TIME", VALUE_STRING, TO_PAYCTL, NULL, false,
                     "on a first start, forward events from this RFC 3339 time (default: now)"),
+                OPT("events", "TYPE,...", VALUE_STRING, TO_PAYCTL, NULL, false,
+                    "forward only events of these types (default: every type)"),
                 OPT("interval", "DURATION", VALUE_STRING, TO_PAYCTL, NULL, false,
-                    "pause between polls (default 1s)"),
+                    "pause after a failed pass before the next (default 1s)"),
                 OPT("settle", "DURATION", VALUE_STRING, TO_PAYCTL, NULL, false,
-                    "leave events younger than this for the next poll (default 1s)"),
+                    "look again this far behind the newest event, for one another node "
+                    "committed late (default 1s)"),
                 OPT("once", NULL, VALUE_NONE, TO_PAYCTL, NULL, false,
                     "forward what is due, then exit (1: refused, 3: could not forward)")),
         run_listen),

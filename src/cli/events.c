@@ -2,15 +2,17 @@
  * plain ones): `webhooks create`, whose events are a list, and `listen`, which follows
  * /v1/events and forwards each event, signed, to a local URL (like `stripe listen`).
  *
- * listen keeps its place in a state file: the created_at it has reached and the ids already
- * forwarded at that millisecond. It advances only after the local URL answered 2xx, and
- * rewrites the file atomically each time, so a restart of payctl or of the server neither
- * loses an event nor forwards again one that was forwarded successfully. Events younger than
- * --settle are left for the next poll, so one committed a moment late by another node is not
- * passed over. */
+ * listen keeps its place in a state file: a created_at (`since`) and the ids already forwarded
+ * from that time on. It records an event only after the local URL answered 2xx, and rewrites
+ * the file atomically each time, so a restart of payctl or of the server neither loses an event
+ * nor forwards again one that was forwarded successfully. Between passes it long-polls
+ * (GET /v1/events?wait=N), so an event is forwarded as soon as it is written; `since` stays
+ * --settle behind the newest event forwarded, so one committed a moment late by another node,
+ * with an earlier created_at, is still found by the next pass. */
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +66,24 @@ int run_webhooks_create(invocation *inv)
 
 /* ---- listen ---- */
 
+#define LISTEN_WAIT_S 25 /* the long-poll's wait: below the client's 30 s attempt timeout */
+
 typedef struct listen_state {
     char path[1024];
-    char since[RFC3339_STR_MAX]; /* the created_at reached */
-    json_t *seen;                /* ids forwarded at exactly `since` */
+    char since[RFC3339_STR_MAX]; /* forward what was created from here on... */
+    json_t *seen;                /* ...but not these ids: forwarded already, created >= since */
     char secret[128];
+    int64_t newest_us; /* the newest created_at forwarded or seen (0: none yet) */
 } listen_state;
+
+/* A secret of 24 random bytes, "whsec_<base64>", as Standard Webhooks shows them. */
+static void new_secret(char *out, size_t cap)
+{
+    unsigned char raw[24], text[40];
+    RAND_bytes(raw, sizeof raw);
+    EVP_EncodeBlock(text, raw, sizeof raw);
+    snprintf(out, cap, "whsec_%s", (const char *)text);
+}
 
 static int load_state(listen_state *s, const char *since, const char *secret)
 {
@@ -86,25 +100,25 @@ static int load_state(listen_state *s, const char *since, const char *secret)
         snprintf(s->secret, sizeof s->secret, "%s", secret ? secret : k);
         s->seen = json_incref(json_object_get(saved, "seen"));
         json_decref(saved);
-        return EXIT_OK;
+    } else {
+        /* a first start forwards what happens from now on, unless --since says otherwise */
+        int64_t at;
+        if (since && parse_rfc3339(since, &at) != 0) {
+            fprintf(stderr, "payctl: --since takes an RFC 3339 time, not \"%s\"\n", since);
+            return EXIT_USAGE;
+        }
+        format_rfc3339_ms(since ? at : now_us(), s->since);
+        if (secret)
+            snprintf(s->secret, sizeof s->secret, "%s", secret);
+        else
+            new_secret(s->secret, sizeof s->secret);
+        s->seen = json_array();
     }
-    /* a first start forwards what happens from now on, unless --since says otherwise */
-    int64_t at;
-    if (since && parse_rfc3339(since, &at) != 0) {
-        fprintf(stderr, "payctl: --since takes an RFC 3339 time, not \"%s\"\n", since);
+    char probe[PAYD_WEBHOOK_STANDARD_SIGNATURE_MAX];
+    if (payd_webhook_sign_standard(s->secret, "evt", 0, "", 0, probe, sizeof probe) != 0) {
+        fprintf(stderr, "payctl: the secret must be whsec_ and base64 (Standard Webhooks)\n");
         return EXIT_USAGE;
     }
-    format_rfc3339_ms(since ? at : now_us(), s->since);
-    if (secret) {
-        snprintf(s->secret, sizeof s->secret, "%s", secret);
-    } else {
-        unsigned char raw[24];
-        RAND_bytes(raw, sizeof raw);
-        int len = snprintf(s->secret, sizeof s->secret, "whsec_");
-        for (size_t i = 0; i < sizeof raw; i++)
-            len += snprintf(s->secret + len, sizeof s->secret - (size_t)len, "%02x", raw[i]);
-    }
-    s->seen = json_array();
     return EXIT_OK;
 }
 
@@ -144,17 +158,26 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
-/* POSTs one event, signed as payd signs it; the local URL's status, or 0 without an answer. */
+/* POSTs one event, signed as payd signs it (Payd-Signature and the Standard Webhooks headers);
+ * the local URL's status, or 0 without an answer. */
 static long forward(CURL *curl, const char *url, const listen_state *s, const char *id,
                     const char *body)
 {
-    char signature[160], header[200];
-    payd_webhook_sign(s->secret, (int64_t)time(NULL), body, strlen(body), signature,
-                      sizeof signature);
+    int64_t now = (int64_t)time(NULL);
+    char signature[160], standard[PAYD_WEBHOOK_STANDARD_SIGNATURE_MAX], header[200];
+    payd_webhook_sign(s->secret, now, body, strlen(body), signature, sizeof signature);
+    payd_webhook_sign_standard(s->secret, id, now, body, strlen(body), standard,
+                               sizeof standard); /* the secret was checked at start */
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     snprintf(header, sizeof header, "Payd-Signature: %s", signature);
     h = curl_slist_append(h, header);
     snprintf(header, sizeof header, "Payd-Event-Id: %s", id);
+    h = curl_slist_append(h, header);
+    snprintf(header, sizeof header, "webhook-id: %s", id);
+    h = curl_slist_append(h, header);
+    snprintf(header, sizeof header, "webhook-timestamp: %lld", (long long)now);
+    h = curl_slist_append(h, header);
+    snprintf(header, sizeof header, "webhook-signature: %s", standard);
     h = curl_slist_append(h, header);
     h = curl_slist_append(h, "Expect:");
     curl_easy_setopt(curl, CURLOPT_URL, url);
@@ -170,66 +193,117 @@ static long forward(CURL *curl, const char *url, const listen_state *s, const ch
     return status;
 }
 
-/* One pass: every event from `since` on, oldest first, forwarded in order. Stops at the
- * first the local URL refuses (it is tried again next pass). Returns EXIT_OK, or
- * EXIT_GAVE_UP when something could not be forwarded or read. */
-static int forward_due(invocation *inv, CURL *curl, listen_state *s, int64_t settle_ms)
+/* Every event created from `since` on (of the --events types), oldest first, into *out.
+ * EXIT_OK, or what report() says of the failure. */
+static int read_since(invocation *inv, const listen_state *s, json_t **out)
 {
-    payd_param query[] = {{"created_gte", s->since}, {"limit", "100"}};
-    payd_list *list = payd_list_open(inv->client, "/v1/events", query, 2);
+    const char *types = option_value(inv, "events");
+    payd_param query[] = {{"created_gte", s->since}, {"limit", "100"}, {"type", types}};
+    payd_list *list = payd_list_open(inv->client, "/v1/events", query, types ? 3 : 2);
     json_t *events = json_array();
     const char *item;
     payd_status st;
     while ((st = payd_list_next(list, &item)) == PAYD_OK && item)
-        json_array_insert_new(events, 0, json_string(item)); /* newest first → oldest first */
-    int code = EXIT_OK;
-    if (st != PAYD_OK)
-        code = report(payd_list_result(list));
+        json_array_insert_new(events, 0, json_loads(item, 0, NULL)); /* → oldest first */
+    int code = st == PAYD_OK ? EXIT_OK : report(payd_list_result(list));
     payd_list_close(list);
-    const char *url = option_value(inv, "forward-to");
-    int64_t newest_due = now_us() - settle_ms * 1000;
+    *out = events;
+    return code;
+}
+
+/* Moves `since` up to --settle behind the newest event forwarded, and forgets the ids created
+ * before it: the list stays as short as the window. */
+static void advance_since(listen_state *s, const json_t *events, int64_t settle_ms)
+{
+    int64_t since;
+    if (!s->newest_us || parse_rfc3339(s->since, &since) != 0 ||
+        s->newest_us - settle_ms * 1000 <= since)
+        return;
+    format_rfc3339_ms(s->newest_us - settle_ms * 1000, s->since);
+    parse_rfc3339(s->since, &since);
+    json_t *kept = json_array();
     size_t i;
-    json_t *text;
-    json_array_foreach(events, i, text)
+    json_t *event;
+    json_array_foreach(events, i, event)
+    {
+        const char *id = json_string_value(json_object_get(event, "id"));
+        int64_t created;
+        if (id && seen_before(s, id) &&
+            parse_rfc3339(json_string_value(json_object_get(event, "created_at")), &created) == 0 &&
+            created >= since)
+            json_array_append_new(kept, json_string(id));
+    }
+    json_decref(s->seen);
+    s->seen = kept;
+}
+
+/* One pass: every event from `since` on not forwarded yet, oldest first, forwarded in order.
+ * Stops at the first the local URL refuses (it is tried again next pass). Returns EXIT_OK, or
+ * EXIT_GAVE_UP when something could not be forwarded or read. */
+static int forward_due(invocation *inv, CURL *curl, listen_state *s, int64_t settle_ms)
+{
+    json_t *events;
+    int code = read_since(inv, s, &events);
+    const char *url = option_value(inv, "forward-to");
+    size_t i;
+    json_t *event;
+    json_array_foreach(events, i, event)
     {
         if (code != EXIT_OK)
             break;
-        const char *body = json_string_value(text);
-        json_t *event = json_loads(body, 0, NULL);
         const char *id = json_string_value(json_object_get(event, "id"));
         const char *type = json_string_value(json_object_get(event, "type"));
         const char *created = json_string_value(json_object_get(event, "created_at"));
-        int64_t created_us = 0;
-        if (!id || !created || parse_rfc3339(created, &created_us) != 0) {
-            json_decref(event);
+        int64_t created_us;
+        if (!id || !created || parse_rfc3339(created, &created_us) != 0)
             continue;
-        }
-        if (created_us > newest_due) { /* too young: the next pass takes it */
-            json_decref(event);
-            break;
-        }
-        if (!strcmp(created, s->since) && seen_before(s, id)) {
-            json_decref(event);
-            continue;
-        }
-        long status = forward(curl, url, s, id, body);
-        printf("%s %s %s -> %ld\n", created, id, type ? type : "", status);
-        fflush(stdout);
-        if (status >= 200 && status < 300) {
-            if (strcmp(created, s->since) != 0) {
-                snprintf(s->since, sizeof s->since, "%s", created);
-                json_array_clear(s->seen);
+        if (!seen_before(s, id)) {
+            char *body = json_dumps(event, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            long status = forward(curl, url, s, id, body);
+            free(body);
+            printf("%s %s %s -> %ld\n", created, id, type ? type : "", status);
+            fflush(stdout);
+            if (status < 200 || status >= 300) {
+                code = EXIT_GAVE_UP;
+                break;
             }
             json_array_append_new(s->seen, json_string(id));
             if (save_state(s) != 0)
                 code = EXIT_GAVE_UP;
-        } else {
-            code = EXIT_GAVE_UP;
         }
-        json_decref(event);
+        if (created_us > s->newest_us)
+            s->newest_us = created_us;
+    }
+    if (code == EXIT_OK) {
+        advance_since(s, events, settle_ms);
+        if (save_state(s) != 0)
+            code = EXIT_GAVE_UP;
     }
     json_decref(events);
     return code;
+}
+
+/* Waits until the server has an event newer than the newest one seen (a long-poll of up to
+ * LISTEN_WAIT_S), or the wait ends. False when the server could not be asked. */
+static bool wait_for_more(invocation *inv, const listen_state *s)
+{
+    char after[RFC3339_STR_MAX];
+    if (s->newest_us) /* created_at is shown to the millisecond */
+        format_rfc3339_ms(s->newest_us + 1000, after);
+    else
+        snprintf(after, sizeof after, "%s", s->since);
+    char wait[8];
+    snprintf(wait, sizeof wait, "%d", LISTEN_WAIT_S);
+    const char *types = option_value(inv, "events");
+    payd_param query[] = {{"created_gte", after}, {"limit", "1"}, {"wait", wait}, {"type", types}};
+    payd_request request = {
+        .method = "GET", .path = "/v1/events", .query = query, .query_len = types ? 4 : 3};
+    payd_result r = {0};
+    bool answered = payd_call(inv->client, &request, &r) == PAYD_OK;
+    if (!answered)
+        report(&r);
+    payd_result_clear(&r);
+    return answered;
 }
 
 int run_listen(invocation *inv)
@@ -245,11 +319,9 @@ int run_listen(invocation *inv)
         return EXIT_USAGE;
     }
     int code = load_state(&s, option_value(inv, "since"), option_value(inv, "secret"));
-    if (code != EXIT_OK)
-        return code;
-    if (save_state(&s) != 0) {
+    if (code != EXIT_OK || save_state(&s) != 0) {
         json_decref(s.seen);
-        return EXIT_GAVE_UP;
+        return code != EXIT_OK ? code : EXIT_GAVE_UP;
     }
     fprintf(stderr, "payctl: forwarding events from %s to %s, signed with %s\n", s.since,
             option_value(inv, "forward-to"), s.secret);
@@ -259,8 +331,11 @@ int run_listen(invocation *inv)
         code = forward_due(inv, curl, &s, settle_ms);
         if (once)
             break;
-        struct timespec pause = {interval_ms / 1000, (interval_ms % 1000) * 1000000};
-        nanosleep(&pause, NULL);
+        /* after a failure, or when the server cannot be asked, a pause before the next pass */
+        if (code != EXIT_OK || !wait_for_more(inv, &s)) {
+            struct timespec pause = {interval_ms / 1000, (interval_ms % 1000) * 1000000};
+            nanosleep(&pause, NULL);
+        }
     }
     curl_easy_cleanup(curl);
     json_decref(s.seen);

@@ -105,6 +105,14 @@ static void fill_result(payd_result *result, http_attempt *attempt, const char *
     copy_string(result->message, sizeof result->message,
                 attempt->http_status ? detail : attempt->transport_error);
     copy_string(result->request_id, sizeof result->request_id, attempt->request_id);
+    if (!result->request_id[0] && attempt->http_status >= 400 && attempt->body) {
+        /* a problem names its request in its body too: that one when no header did (a proxy
+         * in between may drop X-Request-Id) */
+        json_t *problem = json_loadb(attempt->body, attempt->body_len, 0, NULL);
+        copy_string(result->request_id, sizeof result->request_id,
+                    json_string_value(json_object_get(problem, "request_id")));
+        json_decref(problem);
+    }
     copy_string(result->etag, sizeof result->etag, attempt->etag);
     copy_string(result->location, sizeof result->location, attempt->location);
     result->replayed = attempt->replayed;

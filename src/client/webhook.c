@@ -114,3 +114,164 @@ const char *payd_webhook_check_name(payd_webhook_check check)
     }
     return "unknown";
 }
+
+/* ---- Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature ---- */
+
+static int base64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Standard base64 of len characters, its padding optional (a secret is often shown without
+ * it); out holds at least len * 3 / 4 + 3 bytes. The decoded length, or -1. */
+static long base64_decode(const char *in, size_t len, unsigned char *out)
+{
+    while (len && in[len - 1] == '=')
+        len--;
+    if (len % 4 == 1)
+        return -1;
+    long n = 0;
+    unsigned bits = 0;
+    int held = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = base64_value(in[i]);
+        if (v < 0)
+            return -1;
+        bits = (bits << 6) | (unsigned)v;
+        held += 6;
+        if (held >= 8) {
+            held -= 8;
+            out[n++] = (unsigned char)(bits >> held);
+            bits &= (1u << held) - 1;
+        }
+    }
+    return n;
+}
+
+/* The key: the base64 decoding of the secret after an optional "whsec_". */
+static unsigned char *standard_key(const char *secret, long *key_len)
+{
+    if (!strncmp(secret, "whsec_", 6))
+        secret += 6;
+    size_t len = strlen(secret);
+    unsigned char *key = malloc(len * 3 / 4 + 3);
+    if (key && (*key_len = base64_decode(secret, len, key)) <= 0) {
+        free(key);
+        key = NULL;
+    }
+    return key;
+}
+
+/* HMAC-SHA256(key, "<id>.<timestamp>.<body>"). */
+static int standard_mac(const unsigned char *key, long key_len, const char *webhook_id,
+                        const char *timestamp, const char *body, size_t body_len,
+                        unsigned char mac[32])
+{
+    size_t id_len = strlen(webhook_id), ts_len = strlen(timestamp);
+    size_t total = id_len + 1 + ts_len + 1 + body_len;
+    unsigned char *text = malloc(total + 1);
+    if (!text)
+        return -1;
+    memcpy(text, webhook_id, id_len);
+    text[id_len] = '.';
+    memcpy(text + id_len + 1, timestamp, ts_len);
+    text[id_len + 1 + ts_len] = '.';
+    if (body_len)
+        memcpy(text + id_len + ts_len + 2, body, body_len);
+    unsigned len = 0;
+    bool ok = HMAC(EVP_sha256(), key, (int)key_len, text, total, mac, &len) && len == 32;
+    free(text);
+    return ok ? 0 : -1;
+}
+
+int payd_webhook_sign_standard(const char *secret, const char *webhook_id, int64_t unix_s,
+                               const char *body, size_t body_len, char *out, size_t cap)
+{
+    if (!secret || !webhook_id || !out || cap < PAYD_WEBHOOK_STANDARD_SIGNATURE_MAX)
+        return -1;
+    long key_len;
+    unsigned char *key = standard_key(secret, &key_len);
+    if (!key)
+        return -1;
+    char timestamp[24];
+    snprintf(timestamp, sizeof timestamp, "%lld", (long long)unix_s);
+    unsigned char mac[32];
+    int rc = standard_mac(key, key_len, webhook_id, timestamp, body ? body : "", body_len, mac);
+    free(key);
+    if (rc != 0)
+        return -1;
+    memcpy(out, "v1,", 3);
+    EVP_EncodeBlock((unsigned char *)out + 3, mac, 32); /* 44 characters and a NUL */
+    return 0;
+}
+
+/* The webhook-timestamp: decimal digits only. */
+static bool parse_timestamp(const char *text, int64_t *out)
+{
+    if (!text || !*text || strlen(text) > 18)
+        return false;
+    int64_t v = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* Whether one of the space-separated "v1,<base64>" items is mac; every v1 item is compared in
+ * full, in constant time, whatever the ones before it gave. */
+static bool any_signature_matches(const char *header, const unsigned char mac[32])
+{
+    bool match = false;
+    for (const char *p = header; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t len = strcspn(p, " ");
+        if (len > 3 && !strncmp(p, "v1,", 3) && len - 3 <= 64) {
+            unsigned char candidate[52];
+            if (base64_decode(p + 3, len - 3, candidate) == 32)
+                match |= CRYPTO_memcmp(candidate, mac, 32) == 0;
+        }
+        p += len;
+    }
+    return match;
+}
+
+payd_webhook_check payd_webhook_verify_standard(const char *secret, const char *webhook_id,
+                                                const char *webhook_timestamp,
+                                                const char *webhook_signature, const char *body,
+                                                size_t body_len, int64_t now_s, int64_t tolerance_s)
+{
+    int64_t t;
+    if (!secret || !webhook_id || !*webhook_id || !webhook_signature ||
+        !parse_timestamp(webhook_timestamp, &t) || (!body && body_len))
+        return PAYD_WEBHOOK_MALFORMED;
+    if (tolerance_s <= 0)
+        tolerance_s = PAYD_WEBHOOK_TOLERANCE_S;
+    if (now_s <= 0)
+        now_s = (int64_t)time(NULL);
+    long key_len;
+    unsigned char *key = standard_key(secret, &key_len);
+    if (!key)
+        return PAYD_WEBHOOK_MALFORMED;
+    unsigned char mac[32];
+    int rc =
+        standard_mac(key, key_len, webhook_id, webhook_timestamp, body ? body : "", body_len, mac);
+    OPENSSL_cleanse(key, (size_t)key_len);
+    free(key);
+    if (rc != 0)
+        return PAYD_WEBHOOK_MALFORMED;
+    if (!any_signature_matches(webhook_signature, mac))
+        return PAYD_WEBHOOK_BAD_SIGNATURE;
+    if (t < now_s - tolerance_s || t > now_s + tolerance_s)
+        return PAYD_WEBHOOK_TOO_OLD;
+    return PAYD_WEBHOOK_OK;
+}

@@ -410,7 +410,7 @@ def test_payctl_listen_forwards_each_event_once_across_restarts(fresh_server, tm
     u = s.create_user()
     rx = Receiver()
     state = str(tmp_path / "listen.json")
-    secret = "whsec_local"
+    secret = "whsec_bG9jYWwgc2VjcmV0"  # "local secret"
 
     def listen():
         return payctl(u, "listen", "--forward-to", rx.url, "--state", state, "--secret", secret,
