@@ -63,29 +63,12 @@ static bool endpoint_enabled_or_reply(db_conn *db, request *req, uint64_t endpoi
  * first deliveries were), queued again; their ids into `ids`. */
 static db_status redeliver_to_subscribers(db_conn *db, resend *r, const char *type, json_t *ids)
 {
-    db_stmt *st =
-        db_query(db,
-                 "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
-                 "AND " WEBHOOK_ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
-                 "isi", (int64_t)r->req->user.id, type, r->req->app->cfg.max_webhook_fanout);
-    if (!st)
-        return DB_ERROR;
-    uint64_t *endpoints = NULL;
-    int count = 0, cap = 0;
-    db_status rc;
-    while ((rc = db_step(st)) == DB_ROW) {
-        if (count == cap) {
-            cap = cap ? cap * 2 : 8;
-            endpoints = realloc(endpoints, (size_t)cap * sizeof *endpoints);
-        }
-        endpoints[count++] = (uint64_t)db_int(st, 0);
-    }
-    db_done(st);
-    if (rc == DB_ERROR || rc == DB_BUSY) {
-        free(endpoints);
+    uint64_t *endpoints;
+    int count;
+    db_status rc = webhook_subscribers(db, r->req->user.id, type,
+                                       r->req->app->cfg.max_webhook_fanout, &endpoints, &count);
+    if (rc != DB_DONE)
         return rc;
-    }
-    rc = DB_DONE;
     for (int i = 0; i < count && rc == DB_DONE; i++) {
         bool queued;
         rc = webhook_redeliver(db, endpoints[i], r->target, r->now, &queued);

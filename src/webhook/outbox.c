@@ -8,6 +8,35 @@
 #include "core/ids.h"
 #include "webhook/delivery.h"
 
+db_status webhook_subscribers(db_conn *db, uint64_t user, const char *type, int64_t limit,
+                              uint64_t **ids, int *count)
+{
+    *ids = NULL;
+    *count = 0;
+    db_stmt *st = db_query(db,
+                           "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
+                           "AND " WEBHOOK_ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
+                           "isi", (int64_t)user, type, limit);
+    if (!st)
+        return DB_ERROR;
+    int cap = 0;
+    db_status rc;
+    while ((rc = db_step(st)) == DB_ROW) {
+        if (*count == cap) {
+            cap = cap ? cap * 2 : 4;
+            *ids = realloc(*ids, (size_t)cap * sizeof **ids);
+        }
+        (*ids)[(*count)++] = (uint64_t)db_int(st, 0);
+    }
+    db_done(st);
+    if (rc != DB_DONE) {
+        free(*ids);
+        *ids = NULL;
+        *count = 0;
+    }
+    return rc;
+}
+
 /* One pending delivery per enabled endpoint of the user that wants the type, to at most
  * `fanout` of them (--max-webhook-fanout), the oldest first. Endpoints with the same url are not
  * merged: each signs with its own secret and keeps its own attempts, so each counts. */
@@ -33,23 +62,9 @@ static db_status queue_deliveries(db_conn *db, uint64_t user, uint64_t event, co
     }
     /* SQLite: a read first, and an INSERT per endpoint found. Most users have none, and a plain
      * indexed read costs the single writer far less than an INSERT … SELECT that finds nothing */
-    db_stmt *st = db_query(db,
-                           "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
-                           "AND " WEBHOOK_ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
-                           "isi", (int64_t)user, type, fanout);
-    if (!st)
-        return DB_ERROR;
-    uint64_t *endpoints = NULL;
-    int count = 0, cap = 0;
-    db_status rc;
-    while ((rc = db_step(st)) == DB_ROW) {
-        if (count == cap) {
-            cap = cap ? cap * 2 : 4;
-            endpoints = realloc(endpoints, (size_t)cap * sizeof *endpoints);
-        }
-        endpoints[count++] = (uint64_t)db_int(st, 0);
-    }
-    db_done(st);
+    uint64_t *endpoints;
+    int count;
+    db_status rc = webhook_subscribers(db, user, type, fanout, &endpoints, &count);
     for (int i = 0; i < count && rc == DB_DONE; i++)
         rc = db_exec(db,
                      "INSERT INTO webhook_deliveries (endpoint_id, event_id, status, attempts, "

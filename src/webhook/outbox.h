@@ -15,6 +15,11 @@
     "(events = ',*,' OR length(replace(events, ',' || " type_param " || ',', '')) < "              \
     "length(events))"
 
+/* The enabled endpoints of `user` that want `type`, at most `limit`, the oldest first: their
+ * ids (malloc'd, *count of them, NULL when none). DB_DONE, or the read's failure. */
+db_status webhook_subscribers(db_conn *db, uint64_t user, const char *type, int64_t limit,
+                              uint64_t **ids, int *count);
+
 /* Inserts event `id` of `user` (data: its object as JSON text) and queues its deliveries, to at
  * most `fanout` endpoints (--max-webhook-fanout), the oldest first. Wakes the worker when that
  * queued any. DB_DONE, or the failure for the job to return. */
