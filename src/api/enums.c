@@ -1,6 +1,10 @@
 #include "api/enums.h"
 
 #include <stddef.h>
+#include <string.h>
+
+#include "api/pagination.h"
+#include "core/arena.h"
 
 const char *const payment_statuses[] = {"succeeded", "failed", "partially_refunded", "refunded",
                                         NULL};
@@ -16,3 +20,25 @@ const char *const stats_intervals[] = {"hour", "day", NULL};
         "webhook_endpoint.disabled"
 const char *const event_types[] = {EVENT_TYPES, NULL};
 const char *const webhook_event_choices[] = {"*", EVENT_TYPES, NULL};
+
+bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
+{
+    (void)f;
+    const char *text = json_string_value(value);
+    int count = 0;
+    for (const char *t = text; t; count++) {
+        const char *comma = strchr(t, ',');
+        size_t n = comma ? (size_t)(comma - t) : strlen(t);
+        bool known = false;
+        for (int i = 0; event_types[i] && !known; i++)
+            known = strlen(event_types[i]) == n && !memcmp(event_types[i], t, n);
+        if (!known || count == LIST_MAX_FILTER_VALUES) {
+            *detail = known ? "'type' takes at most 16 event types"
+                            : "'type' takes event types separated by commas";
+            return false;
+        }
+        t = comma ? comma + 1 : NULL;
+    }
+    *(const char **)out = arena_strdup(a, text);
+    return true;
+}

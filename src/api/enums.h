@@ -2,6 +2,9 @@
 #define PAYD_API_ENUMS_H
 /* The values of every enumerated body field and query filter, one list each (NULL-terminated):
  * the route table declares them (http/schema.h), handlers compare against them. */
+#include <stdbool.h>
+
+#include "http/schema.h"
 
 extern const char *const payment_statuses[];
 extern const char *const order_statuses[];
@@ -11,5 +14,8 @@ extern const char *const stats_intervals[];
 /* The event types of §15; webhook_event_choices adds "*" (every type) in front. */
 extern const char *const event_types[];
 extern const char *const webhook_event_choices[];
+/* The check of GET /v1/events' `type` filter: one event type, or up to LIST_MAX_FILTER_VALUES
+ * separated by commas (http/schema.h's field check). */
+bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail);
 
 #endif

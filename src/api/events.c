@@ -108,28 +108,6 @@ static const list_query events_list_query = {
     .write_row = write_event_row,
 };
 
-bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
-{
-    (void)f;
-    const char *text = json_string_value(value);
-    int count = 0;
-    for (const char *t = text; t; count++) {
-        const char *comma = strchr(t, ',');
-        size_t n = comma ? (size_t)(comma - t) : strlen(t);
-        bool known = false;
-        for (int i = 0; event_types[i] && !known; i++)
-            known = strlen(event_types[i]) == n && !memcmp(event_types[i], t, n);
-        if (!known || count == LIST_MAX_FILTER_VALUES) {
-            *detail = known ? "'type' takes at most 16 event types"
-                            : "'type' takes event types separated by commas";
-            return false;
-        }
-        t = comma ? comma + 1 : NULL;
-    }
-    *(const char **)out = arena_strdup(a, text);
-    return true;
-}
-
 /* GET /v1/events?wait=N: an empty page waits, parked in the registry (api/event_waiters.h),
  * until an event the filters let through is written or N seconds pass; every wake reads the
  * page again. */

@@ -28,7 +28,4 @@ int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id);
  * order row as this transaction sees it. */
 int event_record_order(db_conn *db, request *req, uint64_t order_id);
 
-/* GET /v1/events' `type`: one event type or several separated by commas (KIND_CUSTOM check). */
-bool event_type_list_check(const field *f, json_t *value, void *out, arena *a, const char **detail);
-
 #endif

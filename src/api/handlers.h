@@ -82,7 +82,8 @@ void webhooks_get(request *req);
 step_result webhooks_update(request *req, void *prepared);
 step_result webhooks_delete(request *req, void *prepared);
 void webhooks_deliveries(request *req);
-step_result webhooks_rotate_secret(request *req, void *prepared); /* webhook_rotation.c */
+/* a new secret, the previous one signing beside it for a while (webhook_rotation.c) */
+step_result webhooks_rotate_secret(request *req, void *prepared);
 /* sending again (redelivery.c) */
 step_result events_redeliver(request *req, void *prepared);
 step_result webhooks_recover(request *req, void *prepared);

@@ -24,7 +24,7 @@ for f in $(sed -n 's|^// fuzz-sources: ||p' "$here/$name.c"); do
       extra+=("$root"/src/$layer/*.c)
     done
     extra+=("$2/openapi_json.c" "$2/web_assets.c" "$2/version.c")
-    libs+=($(pkg-config --cflags --libs libmicrohttpd sqlite3 libpq libcurl hiredis) -lssl)
+    libs+=($(pkg-config --cflags --libs libmicrohttpd sqlite3 libpq libcurl hiredis gnutls libsystemd) -lssl)
   elif [ "$f" = handler-stubs ]; then
     { echo '#include "api/handlers.h"'
       sed -n -e 's/^void \([a-z_0-9]*\)(request \*req);$/void \1(request *req) { (void)req; }/p' \
