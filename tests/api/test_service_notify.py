@@ -92,7 +92,8 @@ def test_not_ready_while_the_database_cannot_be_reached(manager, tmp_path):
     from conftest import free_port
     path, sock = manager
     down = f"postgres://payd@127.0.0.1:{free_port()}/payd?connect_timeout=1"
-    server = Payd(str(tmp_path), env={"NOTIFY_SOCKET": path}, db=down)
+    server = Payd(str(tmp_path), env={"NOTIFY_SOCKET": path}, db=down,
+                  args=["--shutdown-timeout", "1s"])  # its stop has no database to wait for
     server.start()
     try:
         assert server.request("GET", "/readyz").status == 503

@@ -18,8 +18,8 @@ import pytest
 from conftest import Payd
 from receiver import Receiver
 
-# 3 days x 0.00002 = 5.2 s: deliveries that keep failing end `failed` within seconds
-FAST_GIVE_UP = ["--webhook-retry-scale", "0.00002"]
+# 3 days x 0.000005 = 1.3 s: deliveries that keep failing end `failed` within about a second
+FAST_GIVE_UP = ["--webhook-retry-scale", "0.000005"]
 
 
 @pytest.fixture(scope="module")
