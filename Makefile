@@ -34,11 +34,12 @@ test:
 # clients' suites. The former test behaviour under faults, which `make test` has just run on the
 # same code; the fencing and recovery code they reach is also driven step by step by the api and
 # pg labels' fault-point tests. Running them sanitized doubled CI's time. The Node and Python
-# clients hold no C code (the C client's conformance run, client-c, is sanitized).
+# clients hold no C code (the C client's conformance run, client-c, is sanitized), and the fuzz
+# targets are built with ASan and UBSan in every run already.
 test-sanitize:
 	@$(MAKE) --no-print-directory test BUILD=build-sanitize \
 	    CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DPAYD_SANITIZE=ON" \
-	    CTEST_FLAGS="-LE 'chaos|cluster|browser|webhooks|client-node|client-python'"
+	    CTEST_FLAGS="-LE 'chaos|cluster|browser|webhooks|client-node|client-python|fuzz'"
 
 bench: build
 	@scripts/install-deps.sh bench
