@@ -1,6 +1,7 @@
-"""`pip install ./clients/python` works offline with Debian's setuptools: into a venv made with
---system-site-packages (where the build backend comes from), with no index and no build
-isolation, then the installed package is imported and used from there, outside the checkout."""
+"""`pip install ./clients/python` works offline: into a fresh venv (no system site packages, so
+no setuptools or wheel anywhere), with no package index, pip's own build isolation on; the
+package's in-tree backend (build_backend/payd_build.py) needs nothing else. Then the installed
+package is imported and used from there, outside the checkout, and uninstalled cleanly."""
 
 import os
 import shutil
@@ -40,16 +41,19 @@ def test_pip_install_offline_into_a_venv(tmp_path):
     shutil.copytree(PACKAGE_DIR, source, ignore=shutil.ignore_patterns(
         "tests", "__pycache__", "build", "*.egg-info"))
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv))
+    run(sys.executable, "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
-    run(python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "./python",
-        cwd=tmp_path, env=env)
+    out = run(python, "-m", "pip", "install", "--no-index", "./python", cwd=tmp_path, env=env)
+    assert "Successfully installed payd-client-0.1.0" in out, out
     shown = run(python, "-m", "pip", "show", "payd-client", env=env)
     requires = [line for line in shown.splitlines() if line.startswith("Requires:")]
     assert requires == ["Requires:"] or requires == ["Requires: "], shown  # no runtime dependency
     vectors = os.path.join(CONFORMANCE_DIR, "standard-webhooks-vectors.json")
     out = run(python, "-c", USE_INSTALLED, vectors, cwd=tmp_path, env=env)
     assert out.startswith("ok 0.1.0"), out
+    run(python, "-m", "pip", "uninstall", "-y", "payd-client", env=env)  # the RECORD is whole
+    leftovers = list((venv / "lib").glob("python3*/site-packages/payd*"))
+    assert leftovers == [], leftovers
