@@ -114,9 +114,18 @@ def run_abandoned(cluster):
     chaos.wait_settled(books)
     net, voided = books.net_charges()
     payments = books.value("SELECT count(*) FROM payments")
-    if first.get("r", (0,))[0] != 409 or payments != 0 or net or len(voided) != 1:
-        failures.append(f"abandoned: A answered {first.get('r', (0,))[0]}, {payments} payments, "
-                        f"{len(net)} net charges, {len(voided)} voided; want 409, 0, 0, 1")
+    answered = first.get("r", (0,))[0]
+    # Either A charged late and was fenced (409, its charge voided), or A's first write after
+    # SIGCONT failed (503 database_unavailable, seen in about 1 run in 5: its write job could not
+    # take an id or a connection right after the pause) and it never charged. Both leave no money
+    # moved without a payment; the retry below must then pay once.
+    fenced = answered == 409 and len(voided) == 1
+    refused = answered == 503 and not voided
+    if not (fenced or refused) or payments != 0 or net:
+        failures.append(f"abandoned: A answered {answered}, {payments} payments, "
+                        f"{len(net)} net charges, {len(voided)} voided; want 409, 0, 0, 1 "
+                        "(or 503, 0, 0, 0)")
+    print(f"case3 pg pause abandoned: A {'fenced (409, voided)' if fenced else 'refused (503)'}")
     again = chaos.until_final([b.url], "POST", "/v1/payments", api_key, body, idem)
     failures += chaos.check_payments(books, {idem: (again[0], again[2], body)}, [b.url], api_key,
                                      kills=0, name="case3 pg pause abandoned builtin")
