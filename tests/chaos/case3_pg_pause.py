@@ -116,9 +116,11 @@ def run_abandoned(cluster):
     payments = books.value("SELECT count(*) FROM payments")
     answered = first.get("r", (0,))[0]
     # Either A charged late and was fenced (409, its charge voided), or A's first write after
-    # SIGCONT failed (503 database_unavailable, seen in about 1 run in 5: its write job could not
-    # take an id or a connection right after the pause) and it never charged. Both leave no money
-    # moved without a payment; the retry below must then pay once.
+    # SIGCONT failed and it never charged (503 database_unavailable, about 1 run in 5): the stop
+    # can catch one of A's threads opening a PostgreSQL connection, and libpq's connect_timeout
+    # counts the pause, so on SIGCONT that connect fails ("timeout expired") and the store is
+    # briefly marked down. Both leave no money moved without a payment; the retry below must
+    # then pay once.
     fenced = answered == 409 and len(voided) == 1
     refused = answered == 503 and not voided
     if not (fenced or refused) or payments != 0 or net:
