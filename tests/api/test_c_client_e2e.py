@@ -7,7 +7,6 @@ the scripted server is the ctest test client-c.conformance."""
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -15,6 +14,7 @@ import time
 import pytest
 
 from conftest import PAYCTL, Payd
+from lossy_proxy import AnswerDroppingProxy
 from receiver import Receiver
 
 VERIFY_C = os.path.join(os.path.dirname(PAYCTL), "verify_c")
@@ -43,49 +43,6 @@ def server(tmp_path_factory):
     s = Payd(str(tmp_path_factory.mktemp("payd")), args=["--rate-limit", "100000/s"]).start()
     yield s
     s.stop()
-
-
-class AnswerDroppingProxy:
-    """Forwards connections to payd; the first one's answer is read whole from payd and never
-    passed on: the request was served, its answer lost on the way back."""
-
-    def __init__(self, upstream_port):
-        self.upstream_port, self.dropped = upstream_port, 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.relay, args=(conn,), daemon=True).start()
-
-    def relay(self, conn):
-        drop = self.dropped == 0
-        self.dropped += 1
-        with conn, socket.create_connection(("127.0.0.1", self.upstream_port)) as up:
-            up.settimeout(30)
-            conn.settimeout(30)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(65536)
-            header, body = head.split(b"\r\n\r\n", 1)
-            length = int(re.search(rb"(?i)content-length: *(\d+)", header).group(1) or 0)
-            while len(body) < length:
-                body += conn.recv(65536)
-            up.sendall(header.replace(b"Connection: keep-alive", b"Connection: close")
-                       + b"\r\nConnection: close\r\n\r\n" + body)
-            answer = b""
-            while chunk := up.recv(65536):
-                answer += chunk
-            if not drop:
-                conn.sendall(answer)
-
-    def close(self):
-        self.listener.close()
 
 
 def test_an_answer_lost_on_the_way_is_retried_with_one_key_and_charges_once(server):

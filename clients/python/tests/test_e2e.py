@@ -6,7 +6,6 @@ repeat; a signed delivery from payd is verified, and a tampered or stale one ref
 import importlib.util
 import http.server
 import os
-import socket
 import sys
 import threading
 import time
@@ -22,6 +21,8 @@ _spec = importlib.util.spec_from_file_location("payd_api_harness",
                                                os.path.join(API_TESTS, "conftest.py"))
 harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(harness)
+
+from lossy_proxy import AnswerDroppingProxy  # noqa: E402  (tests/api, shared with the C client's test)
 
 if not os.path.exists(harness.PAYD):
     pytest.skip(f"no payd binary at {harness.PAYD} (set PAYD_BIN)", allow_module_level=True)
@@ -48,63 +49,6 @@ def client(server, user, **policy):
 
 def payment_ids(c, account):
     return [p["id"] for p in c.payments.list(account=account["id"], limit=100)]
-
-
-def read_request(conn):
-    """One whole HTTP request from a socket: its head, then Content-Length bytes of body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return head + b"\r\n\r\n" + body
-
-
-class AnswerDroppingProxy:
-    """Forwards each TCP connection to payd; for the first `drop` connections it reads payd's
-    whole answer and closes the client's side without passing a byte on: the request was served,
-    its answer lost."""
-
-    def __init__(self, upstream_port, drop=1):
-        self.upstream_port, self.drop, self.dropped = upstream_port, drop, 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.relay, args=(conn,), daemon=True).start()
-
-    def relay(self, conn):
-        drop = self.dropped < self.drop
-        self.dropped += drop
-        with conn, socket.create_connection(("127.0.0.1", self.upstream_port)) as up:
-            up.sendall(read_request(conn))
-            up.shutdown(socket.SHUT_WR)  # the client's one request, then payd answers and closes
-            answer = b""
-            while chunk := up.recv(65536):
-                answer += chunk
-            if not drop:
-                conn.sendall(answer)
-
-    def close(self):
-        self.listener.close()
 
 
 def test_a_lost_answer_ends_as_one_charge(server, user):
