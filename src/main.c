@@ -642,10 +642,8 @@ static int cmd_serve(int argc, char **argv)
     }
     /* the recoverer runs keys left in doubt through the route table and the pipeline's
      * handler step, handed down to it: idem/ sits below both */
-    idem_recovery_hooks recovery_hooks = {.routes = payd_routes,
-                                          .route_count = payd_route_count,
-                                          .run_step = run_step,
-                                          .request_free = request_free};
+    idem_recovery_hooks recovery_hooks = {
+        .routes = payd_routes, .route_count = payd_route_count, .run_step = run_step};
     idem_recovery_start(&a, &recovery_hooks);
     if (webhook_worker_start(&a) != 0) {
         fprintf(stderr, "payd: cannot start the webhook delivery worker\n");

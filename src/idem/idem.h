@@ -11,28 +11,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "request/claim.h"
 #include "request/request.h"
 #include "request/route.h"
 #include "request/step.h"
 #include "store/store.h"
 
-/* How a key's processor key is derived (idem.c, derive_processor_key), stored with the key. */
+/* How a key's processor key is derived (idem.c, derive_processor_key), stored with the key
+ * (idem_claim, request/claim.h). */
 enum { PROCESSOR_KEY_HASHED = 1, PROCESSOR_KEY_TIME_ORDERED = 2 };
-
-typedef struct idem_claim {
-    char key[256];
-    char fingerprint[65];
-    char *canonical_body;
-    int64_t claimed_at; /* µs, this claim's (a takeover's is its own) */
-    int64_t fence;      /* this holder's fencing token: every later write for the key names it */
-    int64_t generation; /* µs; fixed for the logical operation: kept by takeovers, resumes and
-                         * re-claims after a release, new when an expired key is claimed anew */
-    int processor_key_scheme; /* how processor_key is derived: PROCESSOR_KEY_* */
-    char processor_key[65];   /* the operation's key at the processor (derive_processor_key) */
-    bool resumed;             /* a retry (or the recoverer) took over a key someone else held */
-    bool claim_in_write;      /* not claimed yet: the handler's write job claims it first
-                               * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */
-} idem_claim;
 
 typedef enum {
     IDEM_NOT_USED,     /* the route does not use keys, or an optional key is absent */
@@ -66,15 +53,15 @@ step_result commit_response_then(request *req, write_job_fn fn, void *ctx, reque
 step_result idem_queue_charge_void_then(request *req, uint64_t account_id, const char *charge_id,
                                         int64_t amount);
 
-/* What the recoverer takes from the layers above it, handed in by whoever starts it (main.c):
- * the route table a key's request is matched against, the pipeline's handler step that runs a
- * route's recover step and settles the key (run_step, server/pipeline.h), and how a request is
- * freed (request_free, the same). */
+/* What the recoverer takes from the layers above it, handed in at start-up by main.c (a
+ * callback of an upper layer, typed here in request/'s and idem/'s terms only; see "Callbacks"
+ * in docs/architecture.md): the route table a key's request is matched against, and the
+ * pipeline's handler step that runs a route's recover step and settles the key (run_step,
+ * server/pipeline.h). */
 typedef struct idem_recovery_hooks {
     const route *routes;
     int route_count;
     void (*run_step)(request *req, route_handler step);
-    void (*request_free)(request *req);
 } idem_recovery_hooks;
 
 /* The background recoverer and sweeper (runs every --recovery-interval). */

@@ -148,7 +148,7 @@ static bool recover_one(app *a, const idem_recovery_hooks *h, const open_key *k,
     char allow[64];
     if (route_match(h->routes, h->route_count, req->method, req->path, &req->arena, &req->route,
                     req->params, allow, sizeof allow) != ROUTE_MATCHED) {
-        h->request_free(req);
+        request_free(req);
         return still_asking(b, true, 0);
     }
     req->json = json_loads(k->body ? k->body : "{}", 0, NULL);
@@ -164,7 +164,7 @@ static bool recover_one(app *a, const idem_recovery_hooks *h, const open_key *k,
     int64_t req_started_ns = monotonic_ns();
     idem_claim_then(req, settle_claimed, &r); /* no runner: every step runs here */
     bool answered = req->error != ERR_PROCESSOR_UNAVAILABLE;
-    h->request_free(req);
+    request_free(req);
     return still_asking(b, answered, req_started_ns);
 }
 

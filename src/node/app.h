@@ -10,7 +10,6 @@
 #include "node/config.h"
 #include "store/store.h"
 
-struct processor;
 struct auth_cache;
 struct metrics;
 struct worker_pool;
@@ -24,7 +23,8 @@ typedef struct app {
     store *store;
     id_generator ids;
     struct node_lease *lease; /* this node's id; not held while the database was away at start */
-    struct processor *processor;
+    void *processor; /* processor/'s handle (processor *, processor/processor.h), set at start-up
+                      * by main.c: processor/ sits above node/, so node/ holds it untyped */
     struct auth_cache *auth;
     gcra_table *limiter;
     struct rate_store *rate_store; /* NULL: rate limits are this node's own */

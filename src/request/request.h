@@ -3,7 +3,7 @@
 /* One HTTP request as handlers see it: matched route, path parameters, parsed JSON body,
  * authenticated user, and the response being built. Everything lives in the request's arena.
  * The request layer sits above the node (node/: app state, auth) and below the idempotency
- * engine, whose claim a request carries as an opaque pointer (struct idem_claim, idem/idem.h). */
+ * engine, which fills the key a request holds (struct idem_claim, request/claim.h). */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -65,6 +65,10 @@ typedef struct request {
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;
 } request;
+
+/* Frees a request (malloc'd, its arena inited) with its body, answer and key's record: the
+ * pipeline's when its exchange completes, the recoverer's when its key is settled. */
+void request_free(request *req);
 
 /* Request headers and query arguments (NULL when absent). */
 const char *request_header(request *req, const char *name);

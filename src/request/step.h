@@ -18,7 +18,8 @@
 typedef enum { STEP_DONE, STEP_WAITING } step_result;
 typedef step_result (*request_step)(request *req, void *ctx);
 
-/* What the server provides to run requests as continuations (server/pipeline.c). */
+/* What the server provides to run requests as continuations (server/pipeline.c): callbacks
+ * typed in request/'s terms, handed down by server/ (the rule: docs/architecture.md, Modules). */
 typedef struct request_runner {
     /* The request has its answer: settle its key and send it. */
     void (*finish)(request *req);

@@ -519,17 +519,6 @@ static bool on_body(void *obj, http_exchange *ex, const char *body, size_t len, 
     return waiting;
 }
 
-void request_free(request *req)
-{
-    free(req->resp_body);
-    free(req->resp_kept_body);
-    json_decref(req->json);
-    if (req->idem)
-        free(req->idem->canonical_body);
-    arena_free(&req->arena);
-    free(req);
-}
-
 static void on_completed(void *obj, http_exchange *ex)
 {
     request *req = obj;

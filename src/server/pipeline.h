@@ -15,6 +15,5 @@ void pipeline_stop(app *a);
  * concluded (see db_thread_failure), then lets the idempotency engine settle the key. The
  * caller resets the thread's failure flag before the request's first database work. */
 void run_step(request *req, route_handler step);
-void request_free(request *req);
 
 #endif

@@ -102,3 +102,107 @@ def test_unknown_directories_fail(tmp_path):
     out = check(root).stdout.splitlines()
     assert out[0].startswith('src/api/b.c:1: includes "extra/…": extra/ is in no layer')
     assert out[1].startswith("src/extra/a.c:1: src/extra is in no layer")
+
+
+# ---- named types and callbacks (the ties an include check cannot see) ----
+
+SERVER_TYPE = {"server/pipeline.c": "struct server_state {\n    int requests;\n};\n"}
+
+
+def test_a_forward_declared_upper_type_fails(tmp_path):
+    root = tree(tmp_path, {
+        **SERVER_TYPE,
+        "request/request.h": "/* struct server_state in a comment is no tie */\n"
+                             "struct server_state;\n"
+                             "typedef struct request {\n"
+                             "    struct server_state *server;\n"
+                             "} request;\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        f"src/request/request.h:{n}: names struct server_state, defined in server/: server/ is "
+        "above request; a layer names the types of only itself and those below it: core ← store "
+        "http ← node ← processor webhook request ← idem ← api ← server ← main.c"
+        for n in (2, 4)]
+
+
+def test_own_lower_and_system_types_pass(tmp_path):
+    root = tree(tmp_path, {
+        **SERVER_TYPE,
+        "core/arena.h": "typedef struct arena { int used; } arena;\n",
+        "request/request.h": "struct arena;\nstruct timespec;\n"
+                             "typedef struct request { struct arena *a; } request;\n",
+        "main.c": "struct server_state;\nstatic struct request *r;\n",
+    })
+    r = check(root)
+    assert r.returncode == 0, r.stdout
+
+
+def test_an_upward_callback_signature_fails(tmp_path):
+    root = tree(tmp_path, {
+        "api/payments.h": "typedef struct api_payment { int amount; } api_payment;\n",
+        "idem/idem.h": "typedef struct idem_hooks {\n"
+                       "    void (*on_paid)(struct api_payment *p);\n"
+                       "} idem_hooks;\n",
+        "store/store.h": "void store_each(void (*visit)(const api_payment *p, void *arg));\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout
+    assert lines[0].startswith("src/idem/idem.h:2: callback on_paid names struct api_payment in "
+                               "its signature, defined in api/: api/ is above idem")
+    assert lines[0].endswith("a lower layer's callback is typed in its own layer's terms")
+    assert lines[1].startswith("src/store/store.h:1: callback visit names api_payment in its "
+                               "signature, defined in api/: api/ is above store")
+
+
+RUNNER = {
+    "request/step.h": "typedef void (*request_step)(int n);\n"
+                      "typedef struct request_runner {\n"
+                      "    void (*finish)(int n);\n"
+                      "    request_step on_worker;\n"
+                      "} request_runner;\n",
+    "request/step.c": "void request_finish(request_runner *r) { r->finish(1); r->on_worker(2); }\n",
+}
+
+
+def test_an_upward_callback_handed_down_outside_start_up_fails(tmp_path):
+    root = tree(tmp_path, {
+        **RUNNER,
+        "api/payments.c": "static void paid(int n) { (void)n; }\n"
+                          "void payments_setup(request_runner *r)\n"
+                          "{\n"
+                          "    r->finish = paid;\n"
+                          "    request_runner mine = {.on_worker = paid};\n"
+                          "}\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        "src/api/payments.c:4: hands paid (api/) to request/'s callback .finish, which request/ "
+        "calls: a lower layer is handed an upper layer's function only at start-up (main.c, "
+        "processor/sim_server.c, server)",
+        "src/api/payments.c:5: hands paid (api/) to request/'s callback .on_worker, which "
+        "request/ calls: a lower layer is handed an upper layer's function only at start-up "
+        "(main.c, processor/sim_server.c, server)",
+    ]
+
+
+def test_callbacks_handed_down_at_start_up_or_in_a_const_table_pass(tmp_path):
+    root = tree(tmp_path, {
+        **RUNNER,
+        "server/pipeline.c": "static void finish(int n) { (void)n; }\n"
+                             "static request_runner runner = {.finish = finish};\n",
+        "main.c": "static void work(int n) { (void)n; }\n"
+                  "int main(void) { request_runner r; r.on_worker = work; return 0; }\n",
+        "api/routes.c": "static void handler(int n) { (void)n; }\n"
+                        "const request_runner table[] = {{.finish = handler}};\n",
+        # a field of the same name that request/ never calls through
+        "store/store.h": "typedef struct store_hooks { void (*done)(int n); } store_hooks;\n",
+        "api/x.c": "static void done(int n) { (void)n; }\n"
+                   "void x(store_hooks *h) { h->done = done; }\n",
+    })
+    r = check(root)
+    assert r.returncode == 0, r.stdout

@@ -19,7 +19,7 @@
 #include "request/request.h"
 #include "request/step.h"
 #include "store/store.h"
-#include "writer_gate.h"
+#include "../writer_gate.h"
 
 static int always_fails(db_conn *db, void *arg)
 {

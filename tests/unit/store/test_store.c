@@ -18,7 +18,7 @@
 
 #include "store/db.h"
 #include "store/store.h"
-#include "writer_gate.h"
+#include "../writer_gate.h"
 
 #define THREADS         32
 #define JOBS_PER_THREAD 50
