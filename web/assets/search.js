@@ -61,6 +61,13 @@ export function wireSearch(openers) {
     status.hidden = !text;
   };
   $('#search-id').addEventListener('input', () => say('', 'idle'));
+  // the answer floats over the page below it: any click elsewhere, or Escape, puts it away
+  document.addEventListener('pointerdown', (event) => {
+    if (!form.contains(event.target)) say('', 'idle');
+  });
+  form.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape') say('', 'idle');
+  });
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const text = $('#search-id').value;
