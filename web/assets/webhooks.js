@@ -22,6 +22,8 @@ function enabledLabel(e) {
 // ---- the list ----
 
 function renderList() {
+  $('#endpoints-status').textContent = state.endpoints.length ? ''
+    : 'No endpoints yet: add one to be told of payments, refunds and the rest as they happen.';
   $('#endpoints').replaceChildren(...state.endpoints.map((e) => h('li', {},
     h('button', {
       type: 'button',
@@ -43,7 +45,6 @@ export async function loadEndpoints(wanted) {
     status.replaceChildren(...problemNodes(err));
     return;
   }
-  status.textContent = state.endpoints.length ? '' : 'No endpoints yet: add one to be told of payments, refunds and the rest as they happen.';
   const id = wanted || state.endpoint?.id;
   const pick = state.endpoints.find((e) => e.id === id) || state.endpoints[0];
   renderList();
