@@ -532,6 +532,9 @@ describe('webhook endpoints, events and search', () => {
 
   test('the events log: a type filter and its pages are the API\'s, and an event opens as its JSON', async () => {
     await pool(55, 8, (i) => user.pay(account, 100 + i, i % 11 === 3 ? 'tok_chargeDeclined' : 'tok_visa'));
+    // the page's event types are the API's
+    const served = (await (await fetch(`${server.url}/openapi.json`)).json()).components.schemas.EventType.enum;
+    assert.deepEqual(await page.evaluate(async () => (await import('/assets/event_types.js')).EVENT_TYPES), served);
     await goTo(page, 'events');
     await page.locator('#events-status[data-state=more]').waitFor();
     const expectedAll = (await user.list('/v1/events')).map((e) => e.id);

@@ -6,6 +6,7 @@ import { $, h } from './dom.js';
 import { when } from './format.js';
 import { problemNodes } from './forms.js';
 import { showObject } from './dialogs.js';
+import { typeOptions } from './event_types.js';
 
 const PAGE_SIZE = 50;
 const state = { generation: 0, cursor: null, loading: false };
@@ -68,4 +69,5 @@ export function showEvents() {
   loadPage(true);
 }
 
+$('#event-type').append(...typeOptions());
 $('#event-type').addEventListener('change', () => loadPage(true));

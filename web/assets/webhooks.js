@@ -6,6 +6,7 @@ import { $, h, show } from './dom.js';
 import { statusLabel, when } from './format.js';
 import { IdempotentForm, InputError, problemNodes } from './forms.js';
 import { showObject, showSecret } from './dialogs.js';
+import { typeCheckboxes } from './event_types.js';
 
 const ATTEMPTS_PAGE = 50;
 
@@ -157,6 +158,7 @@ async function openEvent(id) {
 // ---- add and edit ----
 
 const endpointDialog = $('#endpoint-dialog');
+$('#endpoint-events').append(...typeCheckboxes());
 
 function checkedEvents() {
   return [...document.querySelectorAll('#endpoint-events input:checked')].map((c) => c.value);
