@@ -3,10 +3,11 @@
 // origin and that the console showed no error, except the browser's own line for a failed
 // response a test provokes on purpose (a 402 decline, a 409 refusal, a 429, a cut connection).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import {
-  Payd, launchBrowser, screenshotPath, signIn, sleep, watchedPage,
+  Payd, User, launchBrowser, parseCsv, screenshotPath, signIn, signedWith, sleep, watchedPage, webhookReceiver,
 } from './harness.mjs';
 
 let server, browser;
@@ -392,4 +393,313 @@ test('amounts are read and written in exact minor units', async () => {
   });
   assertClean(seen);
   await page.context().close();
+});
+
+// ---- the pages beside payments: webhook endpoints, events, API keys, search, export ----
+
+const UUID = /^[0-9a-f-]{36}$/;
+const goTo = (page, view) => page.click(`nav.views button[data-view=${view}]`);
+
+// The secret the dialog shows once; closing it leaves nothing of it in the page.
+async function takeSecret(page) {
+  await page.locator('#secret-dialog').waitFor({ state: 'visible' });
+  const secret = await page.textContent('#secret-value');
+  await page.click('#secret-done');
+  await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  assert.equal(await page.textContent('#secret-value'), '');
+  return secret;
+}
+
+// The attempts table as the page shows it, reloaded until until(rows) holds.
+async function attemptsUntil(page, until) {
+  for (let i = 0; i < 100; i++) {
+    await page.click('#reload-attempts');
+    await page.waitForFunction(() => ['end', 'more', 'error'].includes(document.querySelector('#attempts-status').dataset.state));
+    const rows = await page.$$eval('#attempts tr', (trs) => trs.map((tr) => ({
+      id: tr.dataset.attempt, event_id: tr.dataset.event, outcome: tr.dataset.outcome, attempt: Number(tr.dataset.number),
+    })));
+    if (until(rows)) return rows;
+    await sleep(100);
+  }
+  throw new Error('the attempts never showed what was expected');
+}
+
+describe('webhook endpoints, events and search', () => {
+  let user, account, page, seen, receiver, endpoint, secret, eventId;
+
+  before(async () => {
+    receiver = await webhookReceiver();
+    user = server.createUser('hooks');
+    account = server.createAccount(user, 'USD', 'Hooks');
+    ({ page, seen } = await watchedPage(browser));
+    await signIn(page, server, user);
+  });
+
+  after(async () => {
+    await page?.context().close();
+    await receiver?.close();
+  });
+
+  test('adds an endpoint (its secret shown once, and it signs the deliveries), then sends a delivery again', async () => {
+    await goTo(page, 'webhooks');
+    await page.locator('#endpoints-status').filter({ hasText: 'No endpoints yet' }).waitFor();
+    await page.click('#new-endpoint');
+    assert.match(await page.textContent('#endpoint-key'), UUID);
+    await page.fill('#endpoint-url', receiver.url);
+    await page.check('#endpoint-events input[value="payment.succeeded"]');
+    await page.fill('#endpoint-description', 'Orders service');
+    await page.click('#endpoint-submit');
+    secret = await takeSecret(page);
+    assert.match(secret, /^whsec_/);
+
+    const listed = await user.list('/v1/webhook_endpoints');
+    assert.equal(listed.length, 1);
+    endpoint = listed[0];
+    assert.deepEqual([endpoint.url, endpoint.events, endpoint.description], [receiver.url, ['payment.succeeded'], 'Orders service']);
+    assert.equal(await page.getAttribute('#endpoint-view', 'data-id'), endpoint.id);
+    assert.equal(await page.textContent('#endpoint-title'), 'Orders service');
+    assert.equal(await page.locator(`#endpoints button[data-endpoint="${endpoint.id}"]`).count(), 1);
+
+    // a payment is delivered, signed with the secret the page showed
+    const payment = await user.pay(account, 4200);
+    await receiver.waitFor((d) => d.length >= 1, 'payment.succeeded');
+    const first = receiver.deliveries[0];
+    eventId = first.headers['webhook-id'];
+    assert.equal(JSON.parse(first.body).data.object.id, payment.id);
+    assert.ok(signedWith(secret, first), 'signed with the secret shown');
+
+    // the attempt as the page shows it is the API's
+    let rows = await attemptsUntil(page, (r) => r.some((a) => a.event_id === eventId && a.outcome === 'delivered'));
+    const api = (list) => list.map((a) => ({ id: a.id, event_id: a.event_id, outcome: a.outcome, attempt: a.attempt }));
+    assert.deepEqual(rows, api(await user.list(`/v1/webhook_endpoints/${endpoint.id}/deliveries`)));
+
+    // "Send again": its own Idempotency-Key, and the receiver gets the event a second time
+    await page.click(`#attempts tr[data-event="${eventId}"] button[data-resend]`);
+    await page.locator('#resend-dialog').waitFor({ state: 'visible' });
+    assert.match(await page.textContent('#resend-key'), UUID);
+    assert.equal(await page.textContent('#resend-event'), eventId);
+    await page.click('#resend-submit');
+    await page.locator('#resend-dialog').waitFor({ state: 'hidden' });
+    await receiver.waitFor(() => receiver.of(eventId).length >= 2, 'the redelivery');
+    rows = await attemptsUntil(page, (r) => r.filter((a) => a.event_id === eventId && a.outcome === 'delivered').length === 2);
+    assert.deepEqual(rows, api(await user.list(`/v1/webhook_endpoints/${endpoint.id}/deliveries`)));
+    assert.deepEqual(rows.map((a) => a.attempt).sort(), [1, 2]);
+    await page.screenshot({ path: screenshotPath('webhooks.png') });
+    assertClean(seen);
+  });
+
+  test('edits, disables, enables the endpoint and rotates its secret', async () => {
+    await page.click('#edit-endpoint');
+    assert.equal(await page.inputValue('#endpoint-url'), receiver.url);
+    assert.equal(await page.isChecked('#endpoint-events input[value="payment.succeeded"]'), true);
+    assert.equal(await page.isVisible('#endpoint-description'), false, 'the description is set at creation only');
+    await page.fill('#endpoint-url', `${receiver.url}?v=2`);
+    await page.check('#endpoint-events input[value="*"]');
+    await page.click('#endpoint-submit');
+    await page.locator('#endpoint-dialog').waitFor({ state: 'hidden' });
+    let got = (await user.request('GET', `/v1/webhook_endpoints/${endpoint.id}`)).data;
+    assert.deepEqual([got.url, got.events], [`${receiver.url}?v=2`, ['*']]);
+    assert.equal(await page.textContent('[data-field=events]'), '*');
+
+    await page.click('#toggle-endpoint');
+    await page.locator('#endpoint-view[data-disabled=true]').waitFor();
+    assert.equal((await user.request('GET', `/v1/webhook_endpoints/${endpoint.id}`)).data.disabled, true);
+    assert.equal(await page.textContent('#toggle-endpoint'), 'Enable');
+    await page.click('#toggle-endpoint');
+    await page.locator('#endpoint-view[data-disabled=false]').waitFor();
+    assert.equal((await user.request('GET', `/v1/webhook_endpoints/${endpoint.id}`)).data.disabled, false);
+
+    await page.click('#rotate-endpoint');
+    assert.match(await page.textContent('#rotate-key'), UUID);
+    await page.selectOption('#rotate-overlap', '3600');
+    await page.click('#rotate-submit');
+    const rotated = await takeSecret(page);
+    assert.match(rotated, /^whsec_/);
+    assert.notEqual(rotated, secret);
+    got = (await user.request('GET', `/v1/webhook_endpoints/${endpoint.id}`)).data;
+    const expires = Date.parse(got.previous_secret_expires_at) - Date.now();
+    assert.ok(expires > 3500e3 && expires <= 3600e3, `the old secret signs for an hour more (${expires} ms)`);
+    assert.equal(await page.getAttribute('[data-field=previous-secret]', 'datetime'), got.previous_secret_expires_at);
+
+    // the next delivery is signed with the new secret, and with the old one beside it
+    const before = receiver.deliveries.length;
+    await user.pay(account, 4300);
+    await receiver.waitFor((d) => d.length > before, 'a delivery after the rotation');
+    const latest = receiver.deliveries.at(-1);
+    assert.ok(signedWith(rotated, latest) && signedWith(secret, latest));
+    assertClean(seen);
+  });
+
+  test('the events log: a type filter and its pages are the API\'s, and an event opens as its JSON', async () => {
+    await pool(55, 8, (i) => user.pay(account, 100 + i, i % 11 === 3 ? 'tok_chargeDeclined' : 'tok_visa'));
+    // the page's event types are the API's
+    const served = (await (await fetch(`${server.url}/openapi.json`)).json()).components.schemas.EventType.enum;
+    assert.deepEqual(await page.evaluate(async () => (await import('/assets/event_types.js')).EVENT_TYPES), served);
+    await goTo(page, 'events');
+    await page.locator('#events-status[data-state=more]').waitFor();
+    const expectedAll = (await user.list('/v1/events')).map((e) => e.id);
+    assert.deepEqual(await page.$$eval('#events li', (lis) => lis.map((li) => li.dataset.id)), expectedAll.slice(0, 50));
+
+    await page.selectOption('#event-type', 'payment.succeeded');
+    const want = (await user.list('/v1/events', { type: 'payment.succeeded' })).map((e) => e.id);
+    assert.ok(want.length > 50, 'more than one page');
+    await page.locator('#events-status[data-state=more]').waitFor();
+    while ((await page.getAttribute('#events-status', 'data-state')) !== 'end') {
+      const shown = await page.locator('#events li').count();
+      await page.click('#events-more');
+      await page.waitForFunction((n) => document.querySelectorAll('#events li').length > n
+        || document.querySelector('#events-status').dataset.state === 'end', shown);
+    }
+    const shown = await page.$$eval('#events li', (lis) => lis.map((li) => [li.dataset.id, li.dataset.type]));
+    assert.deepEqual(shown.map(([id]) => id), want);
+    assert.ok(shown.every(([, type]) => type === 'payment.succeeded'));
+
+    await page.selectOption('#event-type', 'payment.failed');
+    await page.locator('#events-status[data-state=end]').waitFor();
+    const failed = (await user.list('/v1/events', { type: 'payment.failed' })).map((e) => e.id);
+    assert.equal(failed.length, 5);
+    assert.deepEqual(await page.$$eval('#events li', (lis) => lis.map((li) => li.dataset.id)), failed);
+
+    await page.click(`#events li[data-id="${failed[0]}"] button`);
+    await page.locator('#object-dialog').waitFor({ state: 'visible' });
+    const api = (await user.request('GET', `/v1/events/${failed[0]}`)).data;
+    assert.deepEqual(JSON.parse(await page.textContent('#object-json')), api);
+    await page.screenshot({ path: screenshotPath('events.png') });
+    await page.keyboard.press('Escape');
+    await page.locator('#object-dialog').waitFor({ state: 'hidden' });
+    assertClean(seen);
+  });
+
+  test('the search box finds any object by its id, and says so clearly when there is none', async () => {
+    const payment = (await user.payments(account)).find((p) => p.status === 'succeeded');
+    const refund = (await user.request('POST', `/v1/payments/${payment.id}/refunds`,
+      { idempotencyKey: crypto.randomUUID(), body: { amount: 10 } })).data;
+    const find = async (id) => {
+      await page.fill('#search-id', id);
+      await page.press('#search-id', 'Enter');
+    };
+
+    await find(payment.id);
+    await page.locator('#detail-dialog').waitFor({ state: 'visible' });
+    await page.locator('#detail-fields code', { hasText: payment.id }).waitFor();
+    await page.keyboard.press('Escape');
+
+    for (const [id, title] of [[eventId, 'Event payment.succeeded'], [refund.id, `Refund ${refund.id}`]]) {
+      await find(id);
+      await page.locator('#object-dialog').waitFor({ state: 'visible' });
+      assert.equal(await page.textContent('#object-h'), title);
+      assert.equal(JSON.parse(await page.textContent('#object-json')).id, id);
+      await page.keyboard.press('Escape');
+      await page.locator('#object-dialog').waitFor({ state: 'hidden' });
+    }
+
+    await find(endpoint.id);
+    await page.locator('#view-webhooks').waitFor({ state: 'visible' });
+    await page.locator(`#endpoint-view[data-id="${endpoint.id}"]`).waitFor();
+
+    await find(account.id);
+    await page.locator('#view-payments').waitFor({ state: 'visible' });
+    assert.equal(await page.getAttribute(`#accounts button[data-account="${account.id}"]`, 'aria-current'), 'true');
+
+    const status = page.locator('#search-status');
+    await find('pay_0000000000000');
+    await page.locator('#search-status[data-state=not-found]').waitFor();
+    assert.equal(await status.textContent(), 'No payment pay_0000000000000 found.');
+    await find('re_0000000000000');
+    await page.locator('#search-status[data-state=not-found]').filter({ hasText: 'No refund' }).waitFor();
+    await find('sku_42');
+    await page.locator('#search-status').filter({ hasText: 'is not an id payd knows' }).waitFor();
+    assert.match(await status.textContent(), /pay_, re_, acct_, ord_, tr_, evt_, we_, key_/);
+    assertClean(seen, [/status of 404/]);
+  });
+
+  test('API keys: the page marks its own, creates one (shown once, and it works), revokes one, and warns about its own', async () => {
+    await goTo(page, 'keys');
+    await page.locator('#keys-status[data-state=end]').waitFor();
+    let listed = await user.list('/v1/api_keys');
+    assert.equal(listed.length, 1);
+    assert.equal(await page.getAttribute(`#keys tr[data-key="${listed[0].id}"]`, 'data-own'), 'true');
+
+    await page.click('#new-key');
+    assert.match(await page.textContent('#key-key'), UUID);
+    await page.fill('#key-name', 'ci');
+    await page.click('#key-submit');
+    const made = await takeSecret(page);
+    assert.match(made, /^sk_/);
+    const me = await new User(server, user.id, made).request('GET', '/v1/users/me');
+    assert.equal(me.status, 200, 'the key shown works');
+    assert.equal(me.data.id, user.id);
+    await page.waitForFunction(() => document.querySelectorAll('#keys tr').length === 2);
+    listed = await user.list('/v1/api_keys');
+    const shownKeys = () => page.$$eval('#keys tr', (trs) => trs.map((tr) => [tr.dataset.key, tr.dataset.status, tr.dataset.own ?? null]));
+    const ci = listed.find((k) => k.name === 'ci');
+    assert.deepEqual(await shownKeys(), listed.map((k) => [k.id, k.status, k.id === ci.id ? null : 'true']));
+    await page.screenshot({ path: screenshotPath('api-keys.png') });
+
+    await page.click(`#keys tr[data-key="${ci.id}"] button[data-revoke]`);
+    await page.locator('#revoke-dialog').waitFor({ state: 'visible' });
+    assert.equal(await page.isVisible('#revoke-own'), false);
+    await page.click('#revoke-submit');
+    await page.locator('#revoke-dialog').waitFor({ state: 'hidden' });
+    await page.locator(`#keys tr[data-key="${ci.id}"][data-status=revoked]`).waitFor();
+    assert.equal((await user.list('/v1/api_keys', { status: 'revoked' })).map((k) => k.id).join(), ci.id);
+    assert.equal((await new User(server, user.id, made).request('GET', '/v1/users/me')).status, 401);
+
+    // the page's own key: the dialog warns, and the server's refusal is shown
+    const own = listed.find((k) => k.id !== ci.id);
+    await page.click(`#keys tr[data-key="${own.id}"] button[data-revoke]`);
+    await page.locator('#revoke-own').waitFor({ state: 'visible' });
+    await page.click('#revoke-submit');
+    await page.locator('#revoke-problem code', { hasText: 'api_key_in_use' }).waitFor();
+    assert.equal((await user.request('GET', '/v1/users/me')).status, 200);
+    await page.click('#revoke-dialog [data-close]');
+    await page.locator('#revoke-dialog').waitFor({ state: 'hidden' });
+    assertClean(seen, [/status of 404/, /status of 409/]);
+  });
+
+  test('the CSV export holds every payment of the filter, quoted as RFC 4180 says and safe from formulas; the chart labels large amounts compactly', async () => {
+    const exported = server.createAccount(user, 'USD', 'Export');
+    const tricky = ['=HYPERLINK("http://127.0.0.1/x","click")', '+1 555', '-2', '@SUM(A1)', 'a, b and "c"\nnext line'];
+    await pool(130, 8, (i) => user.pay(exported, 1000 + i, i % 10 === 7 ? 'tok_chargeDeclined' : 'tok_visa',
+      i < tricky.length ? tricky[i] : `plain ${i}`));
+    await user.pay(exported, 999999999999, 'tok_visa', 'the largest payment');
+    // made after the page read the accounts: the search box finds it and shows it
+    await page.fill('#search-id', exported.id);
+    await page.press('#search-id', 'Enter');
+    await page.locator(`#accounts button[data-account="${exported.id}"][aria-current=true]`).waitFor();
+    await page.locator('#payments li').first().waitFor();
+    await page.selectOption('#filter-status', 'succeeded');
+    await page.locator('#payments li').first().waitFor();
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-csv')]);
+    assert.match(download.suggestedFilename(), new RegExp(`^payments-${exported.id}-.*\\.csv$`));
+    const text = fs.readFileSync(await download.path(), 'utf8');
+    await page.locator('#export-status[data-state=done]').waitFor();
+    const [header, ...rows] = parseCsv(text);
+    assert.deepEqual(header, ['id', 'created_at', 'status', 'currency', 'amount', 'refunded_amount', 'source',
+      'description', 'order_id', 'processor_charge_id', 'metadata']);
+    const want = await user.payments(exported, { status: 'succeeded' });
+    assert.equal(want.length, 131 - 13);
+    assert.equal(rows.length, want.length);
+    const guarded = (s) => (/^[=+\-@]/.test(s) ? `'${s}` : s);
+    assert.deepEqual(rows, want.map((p) => [p.id, p.created_at, p.status, p.currency, String(p.amount),
+      String(p.refunded_amount), p.source, guarded(p.description ?? ''), p.order_id ?? '', p.processor_charge_id ?? '', '']));
+    // the quoting as bytes: quotes doubled inside a quoted field, the guard inside the quotes
+    assert.ok(text.includes('"\'=HYPERLINK(""http://127.0.0.1/x"",""click"")"'));
+    assert.ok(text.includes('"a, b and ""c""\nnext line"'));
+    assert.ok(text.includes(",'+1 555,") && text.includes(",'-2,") && text.includes(",'@SUM(A1),"));
+    assert.equal(await page.getAttribute('#export-status', 'data-rows'), String(want.length));
+
+    // the chart: a $10B axis reads compactly and no label is cut at the left edge
+    await page.selectOption('#chart-range', 'all');
+    await page.locator('#chart-totals[data-state=ready]').waitFor();
+    const labels = await page.$$eval('#chart text.y-label', (ts) => ts.map((t) => ({ text: t.textContent, x: t.getBBox().x })));
+    assert.equal(labels.length, 3);
+    for (const { text: label, x } of labels) {
+      assert.match(label, /^\$(0\.00|\d+(\.\d)?[KMBT])$/, label);
+      assert.ok(x >= 0, `"${label}" starts at ${x}, inside the chart`);
+    }
+    await page.locator('#chart').screenshot({ path: screenshotPath('volume-chart-large.png') });
+    assertClean(seen, [/status of 404/, /status of 409/]);
+  });
 });

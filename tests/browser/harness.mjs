@@ -2,7 +2,9 @@
 // made with `payd user create`, an HTTP client for setting the scene, and Debian's Chromium
 // driven by playwright-core (never a downloaded browser). Everything listens on loopback only.
 import { execFileSync, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -117,19 +119,95 @@ export class User {
   }
 
   // Every payment of the account, newest first, as the API lists them.
-  async payments(account) {
+  async payments(account, query = {}) {
+    return this.list(`/v1/accounts/${account.id}/payments`, query);
+  }
+
+  // Every item of a list, following next_cursor.
+  async list(urlPath, query = {}) {
     const all = [];
     let cursor = null;
     do {
-      const q = new URLSearchParams({ limit: '100' });
+      const q = new URLSearchParams({ ...query, limit: '100' });
       if (cursor) q.set('cursor', cursor);
-      const r = await this.request('GET', `/v1/accounts/${account.id}/payments?${q}`);
-      if (r.status !== 200) throw new Error(`list: ${r.status}`);
+      const r = await this.request('GET', `${urlPath}?${q}`);
+      if (r.status !== 200) throw new Error(`list ${urlPath}: ${r.status}`);
       all.push(...r.data.data);
       cursor = r.data.has_more ? r.data.next_cursor : null;
     } while (cursor);
     return all;
   }
+}
+
+// A webhook receiver on loopback: answers 200 and keeps every delivery (headers and raw body).
+export async function webhookReceiver() {
+  const deliveries = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      deliveries.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.end('ok');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hooks`,
+    deliveries,
+    // the deliveries of one event id
+    of: (eventId) => deliveries.filter((d) => d.headers['webhook-id'] === eventId),
+    async waitFor(predicate, what, ms = 15000) {
+      const deadline = Date.now() + ms;
+      while (!predicate(deliveries)) {
+        if (Date.now() > deadline) throw new Error(`no delivery: ${what}`);
+        await sleep(50);
+      }
+    },
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+// Does the Standard Webhooks signature of a delivery match this secret (any of its v1 parts)?
+export function signedWith(secret, delivery) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const h = delivery.headers;
+  const expected = crypto.createHmac('sha256', key)
+    .update(`${h['webhook-id']}.${h['webhook-timestamp']}.${delivery.body}`).digest('base64');
+  return h['webhook-signature'].split(' ').some((part) => part === `v1,${expected}`);
+}
+
+// RFC 4180: rows of fields, quoted fields with doubled quotes, CRLF line ends.
+export function parseCsv(text) {
+  const rows = [];
+  let row = [], field = '', i = 0, quoted = false;
+  while (i < text.length) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"';
+        i += 2;
+        continue;
+      }
+      if (c === '"') quoted = false;
+      else field += c;
+      i++;
+      continue;
+    }
+    if (c === '"') quoted = true;
+    else if (c === ',') {
+      row.push(field);
+      field = '';
+    } else if (c === '\r' && text[i + 1] === '\n') {
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+      i++;
+    } else field += c;
+    i++;
+  }
+  if (field || row.length) throw new Error('the CSV does not end with CRLF');
+  return rows;
 }
 
 export function launchBrowser() {

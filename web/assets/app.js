@@ -1,14 +1,23 @@
 // The dashboard (§16): sign in with an API key, accounts with balances, the payments list, a
-// payment's detail with its refunds, forms to pay and refund, and the volume chart.
+// payment's detail with its refunds, forms to pay and refund, the volume chart and the CSV
+// export; the other pages (webhooks, events, API keys) live in their own modules, and the search
+// box finds any object by id.
 import { api, listAll, onRateLimitWaits, session, setUnauthorizedHandler } from './api.js';
 import { $, h, show } from './dom.js';
 import { money, parseAmount, statusLabel, when, rfc3339, DAY_MS } from './format.js';
 import { IdempotentForm, InputError, problemNodes } from './forms.js';
 import { PaymentList } from './payments.js';
 import { rangeFor, renderChart } from './chart.js';
+import { download, exportPayments } from './csv.js';
+import { showObject } from './dialogs.js';
+import { registerView, showView, wireNavigation } from './views.js';
+import { loadEndpoints } from './webhooks.js';
+import { showEvents } from './events.js';
+import { loadKeys } from './keys.js';
+import { wireSearch } from './search.js';
 
 // The page's own settings live in the fragment, which never reaches the server:
-// #account=acct_… (the account shown) and poll=MS (how often the list looks for new payments,
+// #account=acct_… (the account shown), view=webhooks|events|keys (the page shown) and poll=MS (how often the list looks for new payments,
 // at least 500 ms; default 5 s).
 const fragment = new URLSearchParams(location.hash.slice(1));
 const POLL_MS = Math.max(500, Number(fragment.get('poll')) || 5000);
@@ -49,6 +58,7 @@ function showSignIn(message) {
   state.account = null;
   show($('#dashboard'), false);
   show($('#who'), false);
+  show($('#search'), false);
   show($('#sign-in'), true);
   signInError.replaceChildren(...(message || []));
   show(signInError, Boolean(message));
@@ -93,9 +103,40 @@ function enter(user) {
   $('#user-name').textContent = user.name || user.email || user.id;
   show($('#sign-in'), false);
   show($('#who'), true);
+  show($('#search'), true);
   show($('#dashboard'), true);
   loadAccounts();
+  showView(fragment.get('view') || 'payments', fragment);
 }
+
+// ---- the pages and the search box ----
+
+registerView('payments');
+registerView('webhooks', () => loadEndpoints());
+registerView('events', () => showEvents());
+registerView('keys', () => loadKeys());
+wireNavigation(fragment);
+
+wireSearch({
+  payment: (p) => openDetail(p.id),
+  account: (a) => {
+    showView('payments', fragment);
+    if (!state.accounts.some((x) => x.id === a.id)) state.accounts.push(a);
+    selectAccount(a.id);
+  },
+  'webhook endpoint': (e) => {
+    showView('webhooks', fragment);
+    loadEndpoints(e.id);
+  },
+  event: (e) => showObject(`Event ${e.type}`, e),
+  refund: (r) => showObject(`Refund ${r.id}`, r, [{ label: 'Open its payment', run: () => openDetail(r.payment_id) }]),
+  order: (o) => showObject(`Order ${o.id}`, o, o.payment_id ? [{ label: 'Open its payment', run: () => openDetail(o.payment_id) }] : []),
+  transfer: (t) => showObject(`Transfer ${t.id}`, t),
+  'API key': (k) => {
+    showView('keys', fragment);
+    showObject(`API key ${k.prefix}…`, k);
+  },
+});
 
 // ---- accounts ----
 
@@ -188,6 +229,33 @@ $('#filters').addEventListener('change', () => {
   if (state.account) list.reset(state.account, currentFilters());
 });
 $('#filters').addEventListener('submit', (event) => event.preventDefault());
+
+// ---- the CSV export: the list's account and filters, every page ----
+
+$('#export-csv').addEventListener('click', async () => {
+  if (!state.account) return;
+  const button = $('#export-csv');
+  const status = $('#export-status');
+  const account = state.account;
+  button.disabled = true;
+  show(status, true);
+  status.dataset.state = 'exporting';
+  status.textContent = 'Exporting…';
+  try {
+    const { blob, rows } = await exportPayments(account.id, currentFilters(), (n) => {
+      status.textContent = `Exporting… ${n} payments read`;
+    });
+    download(blob, `payments-${account.id}-${new Date().toISOString().slice(0, 19).replace(/:/g, '')}Z.csv`);
+    status.textContent = `Exported ${rows} payments.`;
+    status.dataset.state = 'done';
+    status.dataset.rows = rows;
+  } catch (err) {
+    status.replaceChildren('The export stopped: ', ...problemNodes(err));
+    status.dataset.state = 'error';
+  } finally {
+    button.disabled = false;
+  }
+});
 
 // ---- the chart ----
 

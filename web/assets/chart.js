@@ -2,9 +2,12 @@
 // The server leaves out empty buckets; the chart puts them back so time runs evenly. A bar is
 // the bucket's charged amount: its net part, and on top of it the part refunded since.
 import { svg, h } from './dom.js';
-import { money, exponent, DAY_MS, HOUR_MS } from './format.js';
+import { compactMoney, money, exponent, DAY_MS, HOUR_MS } from './format.js';
 
-const PAD = { left: 72, right: 12, top: 14, bottom: 30 };
+const PAD = { right: 12, top: 14, bottom: 30 };
+// The axis labels are 11px text: about this many pixels a character, wide digits included.
+const LABEL_CHAR_PX = 7;
+const LABEL_GAP_PX = 10;
 
 // The range a choice of the select asks for: bounds on bucket boundaries, as the API requires.
 export function rangeFor(choice, now = Date.now()) {
@@ -55,7 +58,10 @@ export function renderChart(plotEl, totalsEl, stats, range) {
   const HEIGHT = WIDTH < 500 ? 200 : 260;
   // an empty chart still has a readable axis: up to one whole unit of the currency
   const top = niceCeiling(Math.max(10 ** exponent(currency), ...all.map((b) => b.amount)));
-  const innerW = WIDTH - PAD.left - PAD.right;
+  // the y axis is as wide as its widest label (compact, so a few characters), so none is cut
+  const yLabels = [0, 0.5, 1].map((f) => ({ f, text: compactMoney(Math.round(top * f), currency) }));
+  const left = LABEL_GAP_PX + LABEL_CHAR_PX * Math.max(...yLabels.map((l) => l.text.length));
+  const innerW = WIDTH - left - PAD.right;
   const innerH = HEIGHT - PAD.top - PAD.bottom;
   const y = (v) => PAD.top + innerH - (v / top) * innerH;
   const t = stats.total;
@@ -65,18 +71,18 @@ export function renderChart(plotEl, totalsEl, stats, range) {
     viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': `Volume by ${interval}: ${summary}`,
     preserveAspectRatio: 'xMidYMid meet',
   });
-  for (const f of [0, 0.5, 1]) {
-    chart.append(svg('line', { class: f ? 'grid' : 'axis', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(top * f), y2: y(top * f) }),
-      svg('text', { class: 'label', x: PAD.left - 6, y: y(top * f) + 4, 'text-anchor': 'end' }, money(Math.round(top * f), currency)));
+  for (const { f, text } of yLabels) {
+    chart.append(svg('line', { class: f ? 'grid' : 'axis', x1: left, x2: WIDTH - PAD.right, y1: y(top * f), y2: y(top * f) }),
+      svg('text', { class: 'label y-label', x: left - 6, y: y(top * f) + 4, 'text-anchor': 'end' }, text));
   }
   if (!stats.total.count) {
-    chart.append(svg('text', { class: 'empty', x: PAD.left + innerW / 2, y: PAD.top + innerH / 2, 'text-anchor': 'middle' }, 'No succeeded payments in this range'));
+    chart.append(svg('text', { class: 'empty', x: left + innerW / 2, y: PAD.top + innerH / 2, 'text-anchor': 'middle' }, 'No succeeded payments in this range'));
   }
   const slot = all.length ? innerW / all.length : innerW;
   const barW = Math.max(1, slot * 0.72);
   const labelEvery = Math.max(1, Math.ceil(all.length / Math.max(2, Math.floor(innerW / 70))));
   all.forEach((b, i) => {
-    const x = PAD.left + i * slot + (slot - barW) / 2;
+    const x = left + i * slot + (slot - barW) / 2;
     const g = svg('g', { class: 'bucket', 'data-start': b.bucket_start, 'data-count': b.count, 'data-amount': b.amount, 'data-refunded': b.refunded_amount },
       svg('title', {}, `${b.bucket_start.slice(0, interval === 'hour' ? 13 : 10).replace('T', ' ')}${interval === 'hour' ? ':00' : ''} UTC: ${b.count} payments, ${money(b.amount, currency)} charged, ${money(b.refunded_amount, currency)} refunded`));
     if (b.amount > 0) {
@@ -87,7 +93,7 @@ export function renderChart(plotEl, totalsEl, stats, range) {
     }
     chart.append(g);
     if (i % labelEvery === 0) {
-      chart.append(svg('text', { class: 'label', x: PAD.left + i * slot + slot / 2, y: HEIGHT - 10, 'text-anchor': 'middle' }, bucketLabel(b.bucket_start, interval)));
+      chart.append(svg('text', { class: 'label', x: left + i * slot + slot / 2, y: HEIGHT - 10, 'text-anchor': 'middle' }, bucketLabel(b.bucket_start, interval)));
     }
   });
   plotEl.replaceChildren(chart);

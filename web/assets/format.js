@@ -32,6 +32,21 @@ export function money(minor, currency) {
   }
 }
 
+// An axis label: exact up to 1,000 units of the currency, then compact ($1.2K, $12M, $3.4B), so
+// a label stays a few characters wide however large the volume. A label is a rounded reading,
+// never an amount to compute with, so the floating-point division here is harmless.
+export function compactMoney(minor, currency) {
+  const major = minor / 10 ** exponent(currency);
+  if (Math.abs(major) < 1000) return money(minor, currency);
+  try {
+    return new Intl.NumberFormat('en-US', {
+      style: 'currency', currency, notation: 'compact', maximumFractionDigits: 1,
+    }).format(major);
+  } catch {
+    return `${new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 1 }).format(major)} ${currency}`;
+  }
+}
+
 // "42", "42.5", "1,234.56" -> minor units; null when it is not an amount in this currency.
 export function parseAmount(text, currency) {
   const e = exponent(currency);
