@@ -30,6 +30,7 @@
 #include "processor/processor.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
+#include "server/user_admin.h"
 #include "store/backup.h"
 #include "webhook/delivery.h"
 
@@ -46,6 +47,9 @@ static void usage(FILE *out)
         "  backup --to PATH --db URL                    a consistent copy of a SQLite database, "
         "online\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
+        "  user list [--format jsonl|table] --db URL    every user and its count of active keys\n"
+        "  user disable|enable USER_ID --db URL         turn all of a user's keys off (401 within "
+        "--auth-cache-ttl) or on\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
         "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
         "  key list --user USER_ID --db URL             the user's keys (id and prefix only)\n"
@@ -713,6 +717,11 @@ int main(int argc, char **argv)
         return cmd_backup(argc - 2, argv + 2);
     if (!strcmp(cmd, "user") && !strcmp(sub, "create"))
         return cmd_user_create(argc - 3, argv + 3);
+    if (!strcmp(cmd, "user") && *sub) {
+        int rc = user_admin_main(sub, argc - 3, argv + 3);
+        if (rc >= 0)
+            return rc;
+    }
     if (!strcmp(cmd, "account") && !strcmp(sub, "create"))
         return cmd_account_create(argc - 3, argv + 3);
     if (!strcmp(cmd, "id") && !strcmp(sub, "decode"))
