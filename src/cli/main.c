@@ -332,8 +332,8 @@ static int parse_completion_line(const parsed_line *line, bool wants_help)
         fputs(usage, stdout);
         return EXIT_OK;
     }
-    if (line->positional_count != 2 || line->option_count != 0 ||
-        print_completion(stdout, line->positionals[1]) != EXIT_OK) {
+    /* other options (an alias's --profile, say) change nothing here */
+    if (line->positional_count != 2 || print_completion(stdout, line->positionals[1]) != EXIT_OK) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }
