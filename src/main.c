@@ -30,6 +30,7 @@
 #include "processor/processor.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
+#include "server/user_admin.h"
 #include "store/backup.h"
 #include "webhook/delivery.h"
 
@@ -46,6 +47,9 @@ static void usage(FILE *out)
         "  backup --to PATH --db URL                    a consistent copy of a SQLite database, "
         "online\n"
         "  user create NAME [--email E] [--rate-limit R] --db URL\n"
+        "  user list [--format jsonl|table] --db URL    every user and its count of active keys\n"
+        "  user disable|enable USER_ID --db URL         turn all of a user's keys off (401 within "
+        "--auth-cache-ttl) or on\n"
         "  account create --user USER_ID --currency C [--name N] --db URL\n"
         "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
         "  key list --user USER_ID --db URL             the user's keys (id and prefix only)\n"
@@ -544,6 +548,12 @@ static int serve_until_stopped(app *a, const sigset_t *stop_signals)
     }
 }
 
+/* A refusal to start is one JSON line like every other (core/log.h), at level error. */
+static void refuse_start(const char *error)
+{
+    log_error("error", "payd cannot start", error);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -552,16 +562,17 @@ static int cmd_serve(int argc, char **argv)
     if (rc == 1)
         return 0;
     if (rc != 0) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 2;
     }
+    log_set_level(a.cfg.log_level);
     sigset_t stop_signals;
     stop_signals_block(&stop_signals);
 
     static const store_faults faults = {fault_fail_write_job, fault_at_commit};
     store_set_faults(&faults); /* inert unless PAYD_FAULT names a write or commit fault */
     if (sqlite_serve_lock(a.cfg.db, err, sizeof err) != 0) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 1;
     }
     char application_name[64]; /* names the node in pg_stat_activity */
@@ -586,7 +597,7 @@ static int cmd_serve(int argc, char **argv)
                          .on_first_connect_arg = a.cursor_key};
     a.store = store_open(&opt, err, sizeof err);
     if (!a.store) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 1;
     }
     if (a.cfg.workers == 0)
@@ -596,13 +607,13 @@ static int cmd_serve(int argc, char **argv)
     if (a.cfg.threads == 0 && store_kind(a.store) == DB_POSTGRES)
         a.cfg.threads = 4 * sysconf(_SC_NPROCESSORS_ONLN);
     if (id_generator_init(&a.ids, 0, NULL, NULL) != 0) {
-        fprintf(stderr, "payd: cannot initialise ids\n");
+        refuse_start("cannot initialise ids");
         return 1;
     }
     node_lease *lease =
         lease_acquire(a.store, (int)a.cfg.node_id, &a.ids, LEASE_SERVE, err, sizeof err);
     if (!lease) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         store_close(a.store);
         return 1;
     }
@@ -610,7 +621,7 @@ static int cmd_serve(int argc, char **argv)
     a.lease = lease;
     a.processor = processor_create(&a, a.cfg.processor, err, sizeof err);
     if (!a.processor) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 2;
     }
     a.auth = auth_cache_create();
@@ -618,14 +629,16 @@ static int cmd_serve(int argc, char **argv)
     a.limiter = gcra_table_create(64, 16384);
     if (a.cfg.rate_limit_store[0] &&
         !(a.rate_store = rate_store_create(a.cfg.rate_limit_store, err, sizeof err))) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 2;
     }
     a.default_rate =
         gcra_policy_from_rate(a.cfg.rate_limit.count, a.cfg.rate_limit.period_ms, a.cfg.rate_burst);
     fault_arm();
     if (a.cfg.tls_cert[0] && http_tls_load(a.cfg.tls_cert, a.cfg.tls_key, err, sizeof err) != 0) {
-        fprintf(stderr, "payd: TLS: %s\n", err);
+        char tls_error[600];
+        snprintf(tls_error, sizeof tls_error, "TLS: %s", err);
+        refuse_start(tls_error);
         return 2;
     }
     /* before the first request: a long-poll on /v1/events parks with it. On PostgreSQL other
@@ -633,11 +646,11 @@ static int cmd_serve(int argc, char **argv)
     /* waiters recheck on every database: another node (PostgreSQL) and the webhook worker
      * (webhook_endpoint.disabled) write events that no request notes */
     if (event_waiters_start(&a, true) != 0) {
-        fprintf(stderr, "payd: cannot start the event waiters' thread\n");
+        refuse_start("cannot start the event waiters' thread");
         return 1;
     }
     if (pipeline_start(&a, err, sizeof err) != 0) {
-        fprintf(stderr, "payd: %s\n", err);
+        refuse_start(err);
         return 1;
     }
     /* the recoverer runs keys left in doubt through the route table and the pipeline's
@@ -646,7 +659,7 @@ static int cmd_serve(int argc, char **argv)
         .routes = payd_routes, .route_count = payd_route_count, .run_step = run_step};
     idem_recovery_start(&a, &recovery_hooks);
     if (webhook_worker_start(&a) != 0) {
-        fprintf(stderr, "payd: cannot start the webhook delivery worker\n");
+        refuse_start("cannot start the webhook delivery worker");
         return 1;
     }
     jsonw line;
@@ -711,6 +724,11 @@ int main(int argc, char **argv)
         return cmd_backup(argc - 2, argv + 2);
     if (!strcmp(cmd, "user") && !strcmp(sub, "create"))
         return cmd_user_create(argc - 3, argv + 3);
+    if (!strcmp(cmd, "user") && *sub) {
+        int rc = user_admin_main(sub, argc - 3, argv + 3);
+        if (rc >= 0)
+            return rc;
+    }
     if (!strcmp(cmd, "account") && !strcmp(sub, "create"))
         return cmd_account_create(argc - 3, argv + 3);
     if (!strcmp(cmd, "id") && !strcmp(sub, "decode"))

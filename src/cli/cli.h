@@ -70,12 +70,22 @@ typedef struct command {
 } command;
 
 extern const command payctl_commands[];
+/* main.c: the options every command takes, and those of `payctl request` */
+extern const option_spec payctl_global_options[];
+extern const option_spec payctl_request_options[];
 
 /* An option as given on the command line. */
 typedef struct given_option {
     const option_spec *spec;
     const char *value; /* NULL for a switch */
 } given_option;
+
+/* profile.c: a named URL and API key from the config file (docs/client.md, "Profiles") */
+typedef struct profile {
+    bool found; /* the file has the section */
+    char url[512];
+    char api_key[256];
+} profile;
 
 typedef struct invocation {
     const command *command;
@@ -88,8 +98,18 @@ typedef struct invocation {
     char request_method[8];
     const char *request_path;
     const char *url; /* the server, for messages */
+    profile profile; /* --profile's (or [default]'s) URL and key, when the file has them */
     bool told_unreachable;
 } invocation;
+
+/* profile.c: reads section `name` of $XDG_CONFIG_HOME/payd/config (or ~/.config/payd/config). A
+ * missing file or section is an error only when asked_for (--profile); a file that others may read
+ * or write always is. Returns EXIT_OK or EXIT_USAGE, having said why. */
+int profile_load(const char *name, bool asked_for, profile *out);
+
+/* completion.c: prints the completion script for shell (bash, zsh or fish); EXIT_USAGE for
+ * another shell. */
+int print_completion(FILE *out, const char *shell);
 
 /* run.c */
 int run_command(invocation *inv);

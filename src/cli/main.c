@@ -14,10 +14,12 @@
 #define DEFAULT_URL "http://127.0.0.1:8080"
 
 /* Options every command takes. Values are read by name in configure_client(). */
-static const option_spec global_options[] = {
+const option_spec payctl_global_options[] = {
     {"url", "URL", VALUE_STRING, TO_PAYCTL, NULL, false,
      "server base URL (default: $PAYD_URL, else " DEFAULT_URL ")"},
     {"api-key", "KEY", VALUE_STRING, TO_PAYCTL, NULL, false, "API key (default: $PAYD_API_KEY)"},
+    {"profile", "NAME", VALUE_STRING, TO_PAYCTL, NULL, false,
+     "use [NAME] of ~/.config/payd/config (default: $PAYD_PROFILE, else [default])"},
     {"verbose", NULL, VALUE_NONE, TO_PAYCTL, NULL, false,
      "print every attempt to stderr: status, code and the delay chosen"},
     {"pretty", NULL, VALUE_NONE, TO_PAYCTL, NULL, false, "indent JSON output"},
@@ -37,7 +39,7 @@ static const option_spec global_options[] = {
 
 /* payctl request METHOD PATH [-d JSON]: any request the commands do not cover, with the same
  * retries, Idempotency-Key (a fresh one per POST unless given) and output. */
-static const option_spec request_options[] = {
+const option_spec payctl_request_options[] = {
     {"data", "JSON", VALUE_STRING, TO_PAYCTL, NULL, false, "the request body (also -d JSON)"},
     {"idempotency-key", "KEY", VALUE_STRING, TO_IDEMPOTENCY_KEY, NULL, false,
      "reuse this key instead of a fresh UUIDv4 (POST)"},
@@ -54,7 +56,7 @@ static const command request_command = {
     NULL,
     "Send any request: payctl request METHOD PATH [-d JSON]. METHOD is GET, HEAD, POST, PUT, "
     "PATCH or DELETE; PATH starts with / and may carry a query string.",
-    request_options,
+    payctl_request_options,
     NULL};
 
 static int usage_error(const char *format, ...)
@@ -101,8 +103,10 @@ static void print_top_help(FILE *out)
     }
     fprintf(out, "  %-22s %.*s\n", "request METHOD PATH",
             first_sentence_length(request_command.summary), request_command.summary);
+    fprintf(out, "  %-22s %s\n", "completion SHELL",
+            "Print the completion script for bash, zsh or fish.");
     fprintf(out, "\nglobal options:\n");
-    for (const option_spec *o = global_options; o->name; o++)
+    for (const option_spec *o = payctl_global_options; o->name; o++)
         print_option_help(out, o);
     fprintf(out, "\n'payctl GROUP COMMAND --help' shows a command's options; 'payctl --version' "
                  "the version.\n");
@@ -121,10 +125,10 @@ static void print_request_help(FILE *out)
 {
     fprintf(out, "usage: payctl request METHOD PATH [-d JSON] [options]\n\n%s\n\noptions:\n",
             request_command.summary);
-    for (const option_spec *o = request_options; o->name; o++)
+    for (const option_spec *o = payctl_request_options; o->name; o++)
         print_option_help(out, o);
     fprintf(out, "\nglobal options:\n");
-    for (const option_spec *o = global_options; o->name; o++)
+    for (const option_spec *o = payctl_global_options; o->name; o++)
         print_option_help(out, o);
 }
 
@@ -148,7 +152,7 @@ static void print_command_help(FILE *out, const command *c)
     if (c->positional)
         fprintf(out, "  (--%s may also be given as a bare argument)\n", c->positional);
     fprintf(out, "\nglobal options:\n");
-    for (const option_spec *o = global_options; o->name; o++)
+    for (const option_spec *o = payctl_global_options; o->name; o++)
         print_option_help(out, o);
 }
 
@@ -166,7 +170,7 @@ static const option_spec *find_option(const option_spec *list, const char *name,
  * "--account payments" can be told apart; every switch is a switch wherever it appears. */
 static bool is_switch(const char *name, size_t len)
 {
-    const option_spec *o = find_option(global_options, name, len);
+    const option_spec *o = find_option(payctl_global_options, name, len);
     for (const command *c = payctl_commands; !o && c->group; c++) {
         o = find_option(c->options, name, len);
         if (o && o->kind != VALUE_NONE)
@@ -274,7 +278,7 @@ static int take_options(const parsed_line *line, const command *c, invocation *i
         const raw_option *raw = &line->options[i];
         const option_spec *spec = find_option(c->options, raw->name, raw->name_len);
         if (!spec)
-            spec = find_option(global_options, raw->name, raw->name_len);
+            spec = find_option(payctl_global_options, raw->name, raw->name_len);
         if (!spec)
             return usage_error("unknown option --%.*s for \"%s%s%s\" (see --help)",
                                (int)raw->name_len, raw->name, c->group, c->verb[0] ? " " : "",
@@ -316,6 +320,26 @@ static int parse_request_line(const parsed_line *line, bool wants_help, invocati
     return -1;
 }
 
+/* payctl completion bash|zsh|fish: printed here, no server needed. */
+static int parse_completion_line(const parsed_line *line, bool wants_help)
+{
+    static const char usage[] = "usage: payctl completion bash|zsh|fish\n\n"
+                                "Print a completion script, written from this payctl's own "
+                                "commands. bash: source <(payctl completion bash);\n"
+                                "zsh: save it as _payctl in a directory of $fpath; fish: save "
+                                "it as ~/.config/fish/completions/payctl.fish.\n";
+    if (wants_help) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
+    /* other options (an alias's --profile, say) change nothing here */
+    if (line->positional_count != 2 || print_completion(stdout, line->positionals[1]) != EXIT_OK) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 /* Fills inv from argv, or prints help. Returns -1 when the command should run. */
 static int parse_command_line(int argc, char **argv, invocation *inv)
 {
@@ -342,6 +366,8 @@ static int parse_command_line(int argc, char **argv, invocation *inv)
     const char *group = line.positionals[0];
     if (strcmp(group, "request") == 0)
         return parse_request_line(&line, wants_help, inv);
+    if (strcmp(group, "completion") == 0)
+        return parse_completion_line(&line, wants_help);
     const char *verb = line.positional_count > 1 ? line.positionals[1] : NULL;
     bool group_known;
     const command *c = find_command(group, verb, &group_known);
@@ -449,23 +475,49 @@ static int read_duration(const invocation *inv, const char *name, int64_t *out)
     return EXIT_OK;
 }
 
+/* Where the URL and key come from, highest first: --url/--api-key, $PAYD_URL/$PAYD_API_KEY, the
+ * profile (--profile, $PAYD_PROFILE, or [default] when neither names one), the built-in URL. The
+ * file is read only when a profile is named or something is still missing. */
+static int resolve_server_and_key(invocation *inv, const char **url, const char **key)
+{
+    *url = option_value(inv, "url");
+    if (!*url || !**url)
+        *url = getenv("PAYD_URL");
+    *key = option_value(inv, "api-key");
+    if (!*key || !**key)
+        *key = getenv("PAYD_API_KEY");
+    const char *name = option_value(inv, "profile");
+    if (!name)
+        name = getenv("PAYD_PROFILE");
+    bool named = name && *name;
+    if (named || !*url || !**url || !*key || !**key) {
+        int status = profile_load(named ? name : "default", named, &inv->profile);
+        if (status != EXIT_OK)
+            return status;
+        if ((!*url || !**url) && inv->profile.url[0])
+            *url = inv->profile.url;
+        if ((!*key || !**key) && inv->profile.api_key[0])
+            *key = inv->profile.api_key;
+    }
+    if (!*url || !**url)
+        *url = DEFAULT_URL;
+    return EXIT_OK;
+}
+
 static int configure_client(invocation *inv)
 {
-    const char *url = option_value(inv, "url");
-    if (!url)
-        url = getenv("PAYD_URL");
-    if (!url || !*url)
-        url = DEFAULT_URL;
+    const char *url, *key;
+    int status = resolve_server_and_key(inv, &url, &key);
+    if (status != EXIT_OK)
+        return status;
     if (!valid_server_url(url))
-        return usage_error("--url (or PAYD_URL) must be http://HOST[:PORT] or https://..., "
-                           "not \"%s\"",
+        return usage_error("--url (or PAYD_URL, or the profile's url) must be http://HOST[:PORT] "
+                           "or https://..., not \"%s\"",
                            url);
     inv->url = url;
-    const char *key = option_value(inv, "api-key");
-    if (!key)
-        key = getenv("PAYD_API_KEY");
     if (!key || !*key)
-        return usage_error("no API key: set PAYD_API_KEY or pass --api-key");
+        return usage_error("no API key: set PAYD_API_KEY, pass --api-key or use a profile "
+                           "(--profile)");
 
     payd_retry_policy policy;
     payd_retry_policy_default(&policy);
@@ -474,7 +526,6 @@ static int configure_client(invocation *inv)
         long n = strtol(retries, NULL, 10);
         policy.max_retries = n < 0 || n > 1000 ? -1 : (int)n; /* -1: refused just below */
     }
-    int status;
     if ((status = read_duration(inv, "retry-base", &policy.base_delay_ms)) != EXIT_OK ||
         (status = read_duration(inv, "max-delay", &policy.max_delay_ms)) != EXIT_OK ||
         (status = read_duration(inv, "deadline", &policy.deadline_ms)) != EXIT_OK ||

@@ -1,11 +1,59 @@
 #include "core/log.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/timefmt.h"
 
 static _Thread_local const char *current_request_id;
+
+/* --log-level, lowest first; a line's level is one of these words. */
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+#define LEVEL_COUNT (int)(sizeof level_names / sizeof level_names[0])
+static int least_level = 1; /* info; set once at start, before any thread logs */
+
+static int level_rank(const char *level, size_t len)
+{
+    for (int i = 0; i < LEVEL_COUNT; i++)
+        if (strlen(level_names[i]) == len && !strncmp(level_names[i], level, len))
+            return i;
+    return LEVEL_COUNT - 1; /* a word not in the list is written, as an error would be */
+}
+
+bool log_set_level(const char *level)
+{
+    for (int i = 0; i < LEVEL_COUNT; i++)
+        if (!strcmp(level_names[i], level)) {
+            least_level = i;
+            return true;
+        }
+    return false;
+}
+
+bool log_level_known(const char *level)
+{
+    for (int i = 0; i < LEVEL_COUNT; i++)
+        if (!strcmp(level_names[i], level))
+            return true;
+    return false;
+}
+
+bool log_level_enabled(const char *level)
+{
+    return level_rank(level, strlen(level)) >= least_level;
+}
+
+/* The level of a line log_open_line began in w: the value of its "level" member. */
+static bool line_enabled(const jsonw *w)
+{
+    static const char marker[] = "\"level\":\"";
+    const char *at = w->buf ? strstr(w->buf, marker) : NULL;
+    if (!at)
+        return true;
+    at += sizeof marker - 1;
+    return level_rank(at, strcspn(at, "\"")) >= least_level;
+}
 
 void log_set_request_id(const char *request_id)
 {
@@ -62,6 +110,10 @@ void log_write(jsonw *w)
 
 void log_end(jsonw *w)
 {
+    if (!line_enabled(w)) {
+        jw_free(w);
+        return;
+    }
     jw_object_end(w);
     jw_end_line(w);
     log_write(w);

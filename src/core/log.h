@@ -30,6 +30,12 @@ void log_write(jsonw *w);
 void log_set_request_id(const char *request_id);
 /* The request this thread now serves (NULL: none), for work it hands to another thread. */
 const char *log_request_id(void);
+/* --log-level: lines below `level` (debug, info, warn, error) are not written. False for
+ * another word. Call it once, before any other thread logs. */
+bool log_set_level(const char *level);
+bool log_level_known(const char *level);
+/* Whether a line of this level is written (for writers that build many at once). */
+bool log_level_enabled(const char *level);
 /* A line with only a message. */
 void log_msg(const char *level, const char *msg);
 /* A line with a message and the error text that explains it (NULL: no error field). */

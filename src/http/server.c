@@ -14,6 +14,15 @@
 #include "core/log.h"
 #include "http/tls.h"
 
+/* One entry of --trust-proxy: an address and how many of its leading bits must match (32 or 128
+ * for a single address). IPv4 is kept as such, so 10.0.0.0/8 matches an IPv4 peer however it
+ * connected (numeric_address writes an IPv4-mapped peer as IPv4). */
+typedef struct trusted_range {
+    int family; /* AF_INET or AF_INET6 */
+    uint8_t bits[16];
+    int prefix;
+} trusted_range;
+
 struct http_server {
     struct MHD_Daemon *daemon;
     int listener; /* our listening socket, which the library polls */
@@ -21,8 +30,8 @@ struct http_server {
     http_handlers h;
     size_t max_body;
     unsigned max_query_args;
-    /* --trust-proxy: numeric addresses whose X-Forwarded-For names the client */
-    char trusted_proxies[HTTP_MAX_TRUSTED_PROXIES][INET6_ADDRSTRLEN];
+    /* --trust-proxy: the addresses (or CIDR ranges) whose X-Forwarded-For names the client */
+    trusted_range trusted_proxies[HTTP_MAX_TRUSTED_PROXIES];
     size_t trusted_proxy_count;
 };
 
@@ -180,10 +189,40 @@ static bool peer_address(struct MHD_Connection *conn, char *out, size_t cap)
     return info && info->client_addr && numeric_address(info->client_addr, out, cap);
 }
 
+/* text as a binary address of either family; false when it is not a numeric address. */
+static bool parse_binary_address(const char *text, int *family, uint8_t bits[16])
+{
+    memset(bits, 0, 16);
+    if (inet_pton(AF_INET, text, bits) == 1) {
+        *family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, text, bits) == 1) {
+        *family = AF_INET6;
+        return true;
+    }
+    return false;
+}
+
+static bool range_contains(const trusted_range *r, int family, const uint8_t bits[16])
+{
+    if (r->family != family)
+        return false;
+    int whole = r->prefix / 8, rest = r->prefix % 8;
+    if (memcmp(r->bits, bits, (size_t)whole) != 0)
+        return false;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return rest == 0 || (r->bits[whole] & mask) == (bits[whole] & mask);
+}
+
 static bool is_trusted_proxy(const http_server *s, const char *peer)
 {
+    int family;
+    uint8_t bits[16];
+    if (!s->trusted_proxy_count || !parse_binary_address(peer, &family, bits))
+        return false;
     for (size_t i = 0; i < s->trusted_proxy_count; i++)
-        if (!strcmp(s->trusted_proxies[i], peer))
+        if (range_contains(&s->trusted_proxies[i], family, bits))
             return true;
     return false;
 }
@@ -219,6 +258,11 @@ bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
     return strcmp(ex->client, "unknown") != 0;
 }
 
+bool http_exchange_peer_address(http_exchange *ex, char *out, size_t cap)
+{
+    return peer_address(ex->conn, out, cap);
+}
+
 bool http_exchange_in_clear_from_afar(http_exchange *ex)
 {
     char peer[INET6_ADDRSTRLEN];
@@ -228,21 +272,62 @@ bool http_exchange_in_clear_from_afar(http_exchange *ex)
     return !loopback && !is_trusted_proxy(ex->server, peer);
 }
 
+/* One entry of the list, ADDR or ADDR/PREFIX, with no bits set past the prefix. */
+static bool parse_trusted_range(const char *text, size_t len, trusted_range *out)
+{
+    char copy[INET6_ADDRSTRLEN + 4];
+    if (len == 0 || len >= sizeof copy)
+        return false;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    char *slash = strchr(copy, '/');
+    if (slash)
+        *slash = '\0';
+    if (!parse_binary_address(copy, &out->family, out->bits))
+        return false;
+    int width = out->family == AF_INET ? 32 : 128;
+    out->prefix = width;
+    if (slash) {
+        char *end;
+        long prefix = strtol(slash + 1, &end, 10);
+        if (!slash[1] || *end || prefix < 0 || prefix > width)
+            return false;
+        out->prefix = (int)prefix;
+    }
+    if (out->family == AF_INET6 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)out->bits) &&
+        out->prefix >= 96) { /* ::ffff:10.0.0.0/104 is 10.0.0.0/8, as a peer is written */
+        memmove(out->bits, out->bits + 12, 4);
+        memset(out->bits + 4, 0, 12);
+        out->family = AF_INET;
+        out->prefix -= 96;
+        width = 32;
+    }
+    for (int bit = out->prefix; bit < width; bit++) /* 10.1.2.3/8 means 10.0.0.0/8 */
+        out->bits[bit / 8] &= (uint8_t) ~(0x80 >> (bit % 8));
+    return true;
+}
+
 static bool parse_trusted_proxies(const char *list, http_server *s, char *err, size_t errlen)
 {
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
-        char one[INET6_ADDRSTRLEN];
+        while (len && (*p == ' ')) {
+            p++;
+            len--;
+        }
+        while (len && p[len - 1] == ' ')
+            len--;
         if (s->trusted_proxy_count == HTTP_MAX_TRUSTED_PROXIES ||
-            !normalise_address(p, len, one, sizeof one)) {
+            !parse_trusted_range(p, len, &s->trusted_proxies[s->trusted_proxy_count])) {
             snprintf(err, errlen,
-                     "--trust-proxy: expected up to %d numeric IP addresses separated by commas, "
-                     "got '%s'",
+                     "--trust-proxy: expected up to %d numeric IP addresses or CIDR ranges "
+                     "(10.0.0.0/8, fd00::/8) separated by commas, got '%s'",
                      HTTP_MAX_TRUSTED_PROXIES, list);
             return false;
         }
-        memcpy(s->trusted_proxies[s->trusted_proxy_count++], one, sizeof one);
-        p += len + (p[len] == ',');
+        s->trusted_proxy_count++;
+        p += strcspn(p, ",");
+        p += *p == ',';
     }
     return true;
 }

@@ -62,8 +62,8 @@ typedef struct http_limits {
     size_t max_body;          /* a larger body is dropped and reported too_large */
     unsigned max_query_args;  /* more: the query is not parsed (query_dropped) */
     conn_guard_limits guard;  /* header, body and request deadlines; max connections */
-    /* numeric addresses, comma-separated, of proxies whose X-Forwarded-For names the client
-     * (for the per-client cap and http_exchange_client_address); NULL or "": none */
+    /* numeric addresses or CIDR ranges, comma-separated, of proxies whose X-Forwarded-For names
+     * the client (for the per-client cap and http_exchange_client_address); NULL or "": none */
     const char *trusted_proxies;
 } http_limits;
 
@@ -100,6 +100,8 @@ bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, si
 /* The client's address, numeric: the peer's, or behind a trusted proxy the one its
  * X-Forwarded-For names; false when unknown. */
 bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap);
+/* The connection's peer, numeric (behind a proxy, the proxy's); false when unknown. */
+bool http_exchange_peer_address(http_exchange *ex, char *out, size_t cap);
 /* Whether the request crossed a network in clear: plain HTTP from a peer that is neither
  * loopback nor a trusted proxy (which terminates TLS in front of payd). */
 bool http_exchange_in_clear_from_afar(http_exchange *ex);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "http/server.h"
 
 typedef enum {
@@ -86,8 +87,9 @@ static const config_option options[] = {
     {"tls-key", OPT_STRING, FIELD(tls_key), "", 0, 0,
      "PEM private key (unencrypted) of --tls-cert"},
     {"trust-proxy", OPT_STRING, FIELD(trust_proxy), "", 0, 0,
-     "numeric addresses, comma-separated, of proxies (haproxy) whose X-Forwarded-For names the "
-     "client, for the per-client limits (empty: the peer is the client)"},
+     "numeric addresses or CIDR ranges, comma-separated, of proxies (haproxy) whose "
+     "X-Forwarded-For names the client, for the per-client limits and the access log (empty: "
+     "the peer is the client)"},
     {"max-header-bytes", OPT_INT, FIELD(max_header_bytes), "8192", 1024, 1048576,
      "most bytes of request line and headers"},
     {"max-headers", OPT_INT, FIELD(max_headers), "64", 1, 10000, "most request headers"},
@@ -95,6 +97,9 @@ static const config_option options[] = {
      "how long a verified API key is cached"},
     {"access-log", OPT_BOOL, FIELD(access_log), "true", 0, 0,
      "one JSON line per request on stderr"},
+    {"log-level", OPT_STRING, FIELD(log_level), "info", 0, 0,
+     "debug, info, warn or error: lines below it are not written (the access log's are info, "
+     "a 5xx's error)"},
     {"db-max-connections", OPT_INT, FIELD(db_max_connections), "20", 2, 10000,
      "PostgreSQL: most connections this node opens, readers and writers together (a quarter "
      "write, at most one more than the cores); "
@@ -276,6 +281,11 @@ int config_load(payd_config *cfg, int argc, char **argv, config_getenv_fn getenv
     if (!http_listen_address_valid(cfg->listen, err, errlen) ||
         !http_trusted_proxies_valid(cfg->trust_proxy, err, errlen))
         return -1;
+    if (!log_level_known(cfg->log_level)) {
+        snprintf(err, errlen, "--log-level: expected debug, info, warn or error, got '%s'",
+                 cfg->log_level);
+        return -1;
+    }
     if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together");
         return -1;

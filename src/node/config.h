@@ -34,6 +34,7 @@ typedef struct payd_config {
     int64_t max_connections_per_client;
     int64_t max_in_progress_per_key;
     char trust_proxy[256];
+    char log_level[16];
     char tls_cert[512]; /* PEM chain and key: HTTPS when set (both or neither) */
     char tls_key[512];
     int64_t max_header_bytes;

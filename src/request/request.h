@@ -64,6 +64,13 @@ typedef struct request {
                            * redacted (reply_keep_instead); any new body clears it */
     header_pair resp_headers[MAX_RESP_HEADERS];
     int resp_header_count;
+
+    /* what the access log names besides the above (server/access_log.h) */
+    char client_ip[48];          /* the connection's peer ("": unknown) */
+    char forwarded_for[48];      /* the client a trusted proxy named ("": none) */
+    const char *user_agent;      /* in the arena, cut to a bound; NULL: none */
+    int64_t bytes_in, bytes_out; /* body bytes received and answered */
+    const char *problem_code;    /* a 4xx or 5xx answer's code, from the problem table */
 } request;
 
 /* Frees a request (malloc'd, its arena inited) with its body, answer and key's record: the

@@ -15,11 +15,15 @@
 #define SHORT_METHOD   16 /* longer methods (hostile ones) are copied to the heap */
 #define REQUEST_ID_CAP 129
 
+#define ADDRESS_CAP 48
+
 typedef struct stored_record {
     access_record r;
     char request_id[REQUEST_ID_CAP];
     char method[SHORT_METHOD];
     char *long_method;
+    char client_ip[ADDRESS_CAP], forwarded_for[ADDRESS_CAP];
+    char user_agent[ACCESS_LOG_AGENT_MAX + 1];
 } stored_record;
 
 static struct {
@@ -52,9 +56,14 @@ static void format_us_as_ms(int64_t us, char out[32])
 }
 
 /* The line format: one JSON object through the one log writer, every value escaped. */
+static const char *level_of(const access_record *r)
+{
+    return r->status >= 500 ? "error" : "info";
+}
+
 static void format_line(jsonw *w, const access_record *r)
 {
-    log_open_line(w, r->at_us, r->status >= 500 ? "error" : "info", "request", r->request_id);
+    log_open_line(w, r->at_us, level_of(r), "request", r->request_id);
     jw_key(w, "method");
     jw_string(w, r->method);
     jw_key(w, "route");
@@ -76,9 +85,21 @@ static void format_line(jsonw *w, const access_record *r)
     } else {
         jw_null(w);
     }
-    if (r->replayed) {
-        jw_key(w, "replayed");
-        jw_bool(w, true);
+    jw_key(w, "code");
+    jw_string(w, r->code);
+    jw_key(w, "client_ip");
+    jw_string(w, r->client_ip && r->client_ip[0] ? r->client_ip : NULL);
+    if (r->forwarded_for && r->forwarded_for[0]) {
+        jw_key(w, "forwarded_for");
+        jw_string(w, r->forwarded_for);
+    }
+    jw_key(w, "user_agent");
+    jw_string(w, r->user_agent);
+    jw_member_int(w, "bytes_in", r->bytes_in);
+    jw_member_int(w, "bytes_out", r->bytes_out);
+    if (r->idempotency) {
+        jw_key(w, "idempotency");
+        jw_string(w, r->idempotency);
     }
     jw_object_end(w);
     jw_end_line(w);
@@ -86,6 +107,8 @@ static void format_line(jsonw *w, const access_record *r)
 
 static void write_one(const access_record *r)
 {
+    if (!log_level_enabled(level_of(r)))
+        return;
     jsonw w;
     jw_init(&w);
     format_line(&w, r);
@@ -98,7 +121,8 @@ static void write_batch(stored_record *recs, int n)
     jsonw all;
     jw_init(&all);
     for (int i = 0; i < n; i++) {
-        format_line(&all, &recs[i].r);
+        if (log_level_enabled(level_of(&recs[i].r)))
+            format_line(&all, &recs[i].r);
         free(recs[i].long_method);
     }
     log_write(&all);
@@ -145,6 +169,15 @@ void access_log_start(void)
     L.running = pthread_create(&L.thread, NULL, writer_main, NULL) == 0;
 }
 
+/* text copied into a record's own buffer (cut to it); NULL stays NULL */
+static const char *copy_into(char *buffer, size_t cap, const char *text)
+{
+    if (!text)
+        return NULL;
+    snprintf(buffer, cap, "%s", text);
+    return buffer;
+}
+
 void access_log_record(const access_record *r)
 {
     pthread_mutex_lock(&L.lock);
@@ -157,6 +190,9 @@ void access_log_record(const access_record *r)
     s->r = *r;
     snprintf(s->request_id, sizeof s->request_id, "%s", r->request_id);
     s->r.request_id = s->request_id;
+    s->r.client_ip = copy_into(s->client_ip, sizeof s->client_ip, r->client_ip);
+    s->r.forwarded_for = copy_into(s->forwarded_for, sizeof s->forwarded_for, r->forwarded_for);
+    s->r.user_agent = copy_into(s->user_agent, sizeof s->user_agent, r->user_agent);
     size_t mlen = r->method ? strlen(r->method) : 0;
     s->long_method = NULL;
     if (!r->method) {

@@ -73,6 +73,72 @@ static void set_request_id(request *req)
     req->request_id[28] = '\0';
 }
 
+/* The idempotency outcome of a request that sent a key: its answer replayed, refused because
+ * the key is in flight or was used for another request, or this request ran the operation (a
+ * retry that took over a key left in doubt included); NULL when no key was used. */
+static const char *idempotency_outcome(request *req)
+{
+    if (req->resp_header_count && response_header(req, "Idempotent-Replayed"))
+        return "replayed";
+    if (req->error == ERR_REQUEST_IN_PROGRESS)
+        return "in_flight";
+    if (req->error == ERR_IDEMPOTENCY_KEY_REUSED)
+        return "reused";
+    return req->idem ? "new" : NULL;
+}
+
+/* The problem code of an answer libmicrohttpd or the connection guard gave itself (a 400 is a
+ * request head it could not parse). */
+static const char *code_of_status(int status)
+{
+    switch (status) {
+    case 400:
+        return problem_lookup(ERR_INVALID_HEADER)->code;
+    case 408:
+        return problem_lookup(ERR_REQUEST_TIMEOUT)->code;
+    case 413:
+        return problem_lookup(ERR_PAYLOAD_TOO_LARGE)->code;
+    case 414:
+        return problem_lookup(ERR_URI_TOO_LONG)->code;
+    case 431:
+        return problem_lookup(ERR_HEADERS_TOO_LARGE)->code;
+    default: /* 505 and the like: no code of payd's table says it */
+        return NULL;
+    }
+}
+
+/* An answer's problem code, read before its body goes to the HTTP layer: the error the request
+ * ended in, or for a replayed problem the `code` its stored body names. */
+static void note_problem_code(request *req)
+{
+    if (req->status < 400)
+        return;
+    if (req->error != ERR_NONE) {
+        req->problem_code = problem_lookup(req->error)->code;
+        return;
+    }
+    json_t *body = req->resp_body ? json_loadb(req->resp_body, req->resp_len, 0, NULL) : NULL;
+    const problem_def *known = problem_by_code(json_string_value(json_object_get(body, "code")));
+    json_decref(body);
+    req->problem_code = known ? known->code : code_of_status(req->status);
+}
+
+/* The addresses and the user agent, once the headers are in. The agent is the client's own
+ * text: cut to a bound, and escaped like every value when the line is written. */
+#define USER_AGENT_LOGGED_MAX 200
+
+static void note_client(request *req, http_exchange *ex)
+{
+    if (!http_exchange_peer_address(ex, req->client_ip, sizeof req->client_ip))
+        return;
+    char client[sizeof req->forwarded_for];
+    if (http_exchange_client_address(ex, client, sizeof client) && strcmp(client, req->client_ip))
+        memcpy(req->forwarded_for, client, sizeof client);
+    const char *agent = request_header(req, "User-Agent");
+    if (agent)
+        req->user_agent = arena_strndup(&req->arena, agent, USER_AGENT_LOGGED_MAX);
+}
+
 /* One line per request, written by the access log's own thread (server/access_log.c). */
 static void access_log(request *req, int64_t duration_us)
 {
@@ -81,10 +147,17 @@ static void access_log(request *req, int64_t duration_us)
         .duration_us = duration_us,
         .status = req->status,
         .user_id = req->authenticated ? req->user.id : 0,
-        .replayed = req->resp_header_count && response_header(req, "Idempotent-Replayed"),
+        .idempotency = idempotency_outcome(req),
         .route = req->route ? req->route->name : "unmatched",
         .request_id = req->request_id,
         .method = req->method,
+        .client_ip = req->client_ip,
+        .forwarded_for = req->forwarded_for,
+        .user_agent = req->user_agent,
+        .bytes_in = req->bytes_in,
+        .bytes_out = req->bytes_out,
+        .code = req->status >= 400 && !req->problem_code ? code_of_status(req->status)
+                                                         : req->problem_code,
     };
     access_log_record(&r);
 }
@@ -195,6 +268,8 @@ static void answer(request *req)
     headers[n++] = (http_header){"X-Request-Id", req->request_id};
     for (int i = 0; i < req->resp_header_count; i++)
         headers[n++] = (http_header){req->resp_headers[i].name, req->resp_headers[i].value};
+    note_problem_code(req);
+    req->bytes_out = (int64_t)req->resp_len;
     http_response r = {req->status, req->resp_body, req->resp_len, headers, n};
     req->resp_body = NULL; /* the HTTP layer's now */
     http_exchange_respond(req->exchange, &r);
@@ -468,6 +543,7 @@ static void on_headers(void *obj, http_exchange *ex, const http_head *head)
     req->method = head->method;
     req->path = head->path;
     set_request_id(req);
+    note_client(req, ex);
     http_exchange_body_deadline(ex, req->request_id);
     if (head->over_limit) {
         reply_header(req, "Retry-After", "1");
@@ -509,6 +585,7 @@ static bool on_body(void *obj, http_exchange *ex, const char *body, size_t len, 
 {
     (void)ex;
     request *req = obj;
+    req->bytes_in = (int64_t)len;
     db_thread_failure_reset();
     store_request_begin(req->app->store);
     bool waiting = dispatch(req, body, len, too_large);
@@ -532,6 +609,8 @@ static void on_completed(void *obj, http_exchange *ex)
         req->status = http_exchange_library_status(ex);
     if (!req->request_id[0])
         set_request_id(req);
+    if (!req->client_ip[0]) /* refused before its headers were read */
+        http_exchange_peer_address(ex, req->client_ip, sizeof req->client_ip);
     int64_t us = (monotonic_ns() - req->start_ns) / 1000;
     if (req->status) /* 0: the client left before any answer; nothing was served */
         metrics_observe_request(a->metrics, req->route ? req->route->name : "unmatched",

@@ -191,6 +191,9 @@ static const char *const migrations[] = {
      * failures"): the time of the first failed attempt since its last 2xx, NULL when its latest
      * attempt succeeded or it was enabled again */
     "ALTER TABLE webhook_endpoints ADD COLUMN failing_since BIGINT;",
+    /* 11: `payd user disable` (server/user_admin.c): when the user was disabled, NULL while
+     * enabled; a disabled user's keys authenticate nothing (node/auth.c) */
+    "ALTER TABLE users ADD COLUMN disabled_at BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

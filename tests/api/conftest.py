@@ -44,14 +44,11 @@ class Response:
 
 def check_log_lines(path):
     """Every line payd wrote is one JSON object with `time` and `level` (§12: every value
-    escaped, no line cut). The only exception is the command line's own one-line refusal to
-    start (`payd: ...`), which is for a person at a terminal."""
+    escaped, no line cut), a refusal to start included."""
     with open(path, "rb") as f:
         data = f.read()
     assert not data or data.endswith(b"\n"), f"{path}: the last log line is cut: {data[-200:]!r}"
     for number, line in enumerate(data.splitlines(), 1):
-        if line.startswith(b"payd: "):
-            continue
         try:
             entry = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:

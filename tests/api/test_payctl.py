@@ -426,7 +426,8 @@ def test_the_example_program_creates_and_lists(alice):
     assert "1 payment(s) in 1 page(s)" in out.stdout
 
 
-# ---- the operator's kit: version, unreachable servers, refusals, request, keys, completion ----
+# ---- the operator's kit: version, unreachable servers, refusals, request, keys ----
+# (completion and profiles: test_payctl_completion_profiles.py)
 
 def test_version_names_the_revision():
     from conftest import PAYD
@@ -541,27 +542,3 @@ def test_keys_commands_rotate_a_key(fresh_server):
     assert json.loads(self_revoke.stdout)["code"] == "api_key_in_use"
     assert [k["id"] for k in lines(payctl(rotated, "keys", "list", "--status", "active").stdout)] \
         == [made["id"]]
-
-
-COMPLETION = os.path.join(os.path.dirname(__file__), "../../completions/payctl.bash")
-
-
-def complete(*words):
-    """What the bash completion offers for the command line `words` (the last one being typed)."""
-    script = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _payctl; '
-              'printf "%s\\n" "${COMPREPLY[@]}"')
-    out = subprocess.run(["bash", "-c", script, "bash", COMPLETION, PAYCTL, *words],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.split()
-
-
-def test_bash_completion_follows_the_binary():
-    groups = sorted({c.split()[0] for c in COMMANDS} | {"request", "listen"})
-    assert sorted(complete("")) == groups
-    assert complete("pay") == ["payments"]
-    assert sorted(complete("payments", "")) == sorted(c.split()[1] for c in COMMANDS
-                                                      if c.startswith("payments "))
-    assert complete("payments", "create", "--acc") == ["--account"]
-    assert complete("--url", "http://x", "keys", "re") == ["revoke"]
-    assert "--idempotency-key" in complete("request", "POST", "/v1/accounts", "--idem")

@@ -176,7 +176,9 @@ def test_install_puts_man_pages_and_completion_in_place(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for path in ("bin/payd", "bin/payctl", "share/man/man1/payd.1", "share/man/man1/payctl.1",
-                 "share/bash-completion/completions/payctl"):
+                 "share/bash-completion/completions/payctl",
+                 "share/zsh/vendor-completions/_payctl",
+                 "share/fish/vendor_completions.d/payctl.fish"):
         assert (tmp_path / path).is_file(), path
     version = subprocess.run([str(tmp_path / "bin/payctl"), "--version"], capture_output=True,
                              text=True)
