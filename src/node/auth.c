@@ -90,11 +90,12 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
     /* Only active keys of enabled users: a revoked key, or any key of a user `payd user
      * disable` turned off, fails here, so on every node it fails once its cache entry has
      * expired (within --auth-cache-ttl). */
-    db_stmt *st = db_query(db,
-                           "SELECT k.user_id, k.key_hash, u.rate_limit, k.id FROM api_keys k "
-                           "JOIN users u ON u.id = k.user_id "
-                           "WHERE k.key_hash = $1 AND k.status = 'active' AND u.disabled_at IS NULL",
-                           "s", hash);
+    db_stmt *st =
+        db_query(db,
+                 "SELECT k.user_id, k.key_hash, u.rate_limit, k.id FROM api_keys k "
+                 "JOIN users u ON u.id = k.user_id "
+                 "WHERE k.key_hash = $1 AND k.status = 'active' AND u.disabled_at IS NULL",
+                 "s", hash);
     bool found = false;
     db_status rc = db_step(st);
     if (rc != DB_ROW && rc != DB_DONE)
