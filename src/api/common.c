@@ -14,11 +14,10 @@ void reply_invalid_param(request *req, payd_error err, const char *param, const 
 
 bool currency_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
 {
-    (void)f;
     (void)a;
     if (currency_normalize(json_string_value(value), out))
         return true;
-    *detail = "'currency' must be an active ISO 4217 currency code, such as USD";
+    *detail = f->detail; /* the field's one detail, for any refusal of it */
     return false;
 }
 

@@ -31,7 +31,7 @@ def test_lower_case_is_accepted_and_answered_upper_case(dora):
     assert order.status == 201 and order.json["currency"] == "EUR"
 
 
-@pytest.mark.parametrize("code", ["QQQ", "qqq", "ABC", "XYZ"])
+@pytest.mark.parametrize("code", ["QQQ", "qqq", "ABC", "XYZ", "US", "USDX", "ÉUR", 840])
 def test_a_code_not_in_the_table_is_refused(dora, code):
     assert_refused_currency(dora.post("/v1/accounts", {"currency": code}))
     assert_refused_currency(dora.post("/v1/orders", {"external_order_id": f"cur-{code}",
