@@ -11,6 +11,7 @@
 #include "api/event_waiters.h"
 #include "api/handlers.h"
 #include "api/routes.h"
+#include "core/currency.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
 #include "core/log.h"
@@ -303,10 +304,13 @@ static int cmd_account_create(int argc, char **argv)
 {
     const char *user = flag(argc, argv, "--user"), *currency = flag(argc, argv, "--currency");
     new_account a = {.name = flag(argc, argv, "--name")};
-    if (!user || !currency || id_parse(user, "usr", &a.user) != 0 ||
-        !currency_normalize(currency, a.currency)) {
+    if (!user || !currency || id_parse(user, "usr", &a.user) != 0) {
         fprintf(stderr, "usage: payd account create --user usr_... --currency USD [--name N] "
                         "--db URL\n");
+        return 2;
+    }
+    if (!currency_normalize(currency, a.currency)) {
+        fprintf(stderr, "payd: --currency must be an active ISO 4217 currency code, such as USD\n");
         return 2;
     }
     store *s = open_store_for_ids(argc, argv);

@@ -4,11 +4,21 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "core/currency.h"
 #include "core/timefmt.h"
 
 void reply_invalid_param(request *req, payd_error err, const char *param, const char *detail)
 {
     reply_error_extra(req, err, detail, json_pack("{s:s}", "param", param));
+}
+
+bool currency_check(const field *f, json_t *value, void *out, arena *a, const char **detail)
+{
+    (void)a;
+    if (currency_normalize(json_string_value(value), out))
+        return true;
+    *detail = f->detail; /* the field's one detail, for any refusal of it */
+    return false;
 }
 
 bool path_id_or_reply(request *req, int param, const char *prefix, uint64_t *out)

@@ -48,10 +48,17 @@ void reply_version_conflict(request *req, bool from_if_match, int64_t current_ve
         .name = "amount", .kind = KIND_INTEGER, .required = required_, IN(type, member), .min = 1, \
         .max = MAX_AMOUNT                                                                          \
     }
-#define CURRENCY_FIELD(type, member)                                                               \
+/* An active ISO 4217 code in any case (core/currency.h), decoded upper case into a char[4]. For
+ * const field tables only: the check is data passed down with each decode, as webhooks.c's
+ * field checks are (docs/architecture.md, "Callbacks"). */
+#define CURRENCY_FIELD(input_type, member)                                                         \
     {                                                                                              \
-        .name = "currency", .kind = KIND_CURRENCY, .required = true, IN(type, member)              \
+        .name = "currency", .kind = KIND_CUSTOM, .required = true, IN(input_type, member),         \
+        .type = "string", .min = 3, .max = 3, .pattern = "^[A-Za-z]{3}$",                          \
+        .detail = "'currency' must be an active ISO 4217 currency code, such as USD",              \
+        .check = currency_check                                                                    \
     }
+bool currency_check(const field *f, json_t *value, void *out, arena *a, const char **detail);
 #define DESCRIPTION_FIELD(type, member, max_)                                                      \
     {                                                                                              \
         .name = "description", .kind = KIND_STRING, IN(type, member), .max = max_                  \

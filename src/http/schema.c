@@ -1,6 +1,5 @@
 #include "http/schema.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,21 +69,6 @@ static bool token_ok(const field *f, const char *s)
     return n >= f->min && n <= f->max;
 }
 
-bool currency_normalize(const char *in, char out[4])
-{
-    char up[4];
-    if (!in || strlen(in) != 3)
-        return false;
-    for (int i = 0; i < 3; i++) {
-        if (!isalpha((unsigned char)in[i]))
-            return false;
-        up[i] = (char)toupper((unsigned char)in[i]);
-    }
-    up[3] = '\0';
-    memcpy(out, up, sizeof up);
-    return true;
-}
-
 static bool email_ok(const char *s)
 {
     const char *at = strchr(s, '@');
@@ -141,10 +125,6 @@ static bool decode_value(const field *f, json_t *v, char *slot, arena *a, input_
             id->id = 0; /* names nothing: the handler answers 404 as for any missing one */
         return true;
     }
-    case KIND_CURRENCY:
-        if (!string_within(v, 3, 3) || !currency_normalize(s, slot))
-            return refuse(e, f, "'%s' must be 3 letters", name);
-        return true;
     case KIND_ENUM:
         for (const char *const *c = f->values; s && *c; c++) {
             if (!strcmp(*c, s) && strlen(s) == json_string_length(v)) {
@@ -331,9 +311,6 @@ static json_t *field_json(const field *f)
     case KIND_ID:
         json_object_set_new(o, "pattern", json_sprintf("^%s_" ID_DIGITS_PATTERN "$", f->prefix));
         break;
-    case KIND_CURRENCY:
-        json_object_set_new(o, "pattern", json_string("^[A-Za-z]{3}$"));
-        break;
     case KIND_ENUM:
         json_object_set_new(o, "enum", values_json(f->values));
         break;
@@ -377,6 +354,8 @@ static json_t *field_json(const field *f)
     json_object_set_new(o, "type", json_string(type));
     if (f->format)
         json_object_set_new(o, "format", json_string(f->format));
+    if (f->pattern)
+        json_object_set_new(o, "pattern", json_string(f->pattern));
     if (f->dflt) {
         json_t *d = query_value(f, f->dflt);
         json_object_set_new(o, "default", d);
@@ -420,8 +399,6 @@ static size_t kind_size(field_kind k)
         return sizeof(const char *);
     case KIND_ID:
         return sizeof(input_id);
-    case KIND_CURRENCY:
-        return 4;
     case KIND_INTEGER:
         return sizeof(int64_t);
     case KIND_BOOLEAN:

@@ -14,14 +14,13 @@
 #include "http/problem.h"
 
 typedef enum {
-    KIND_STRING,   /* min..max bytes, no NUL inside → const char * (NULL: absent) */
-    KIND_TOKEN,    /* `prefix`, then min..max characters of the class `chars` ("A-Za-z0-9_") */
-    KIND_ID,       /* an id of `prefix` → input_id; one that is not such an id names nothing */
-    KIND_CURRENCY, /* ISO 4217: 3 letters in any case → char[4], upper case ("": absent) */
-    KIND_ENUM,     /* one of `values` → const char * */
-    KIND_INTEGER,  /* min..max → int64_t (`absent` when not given); JSON: an integer, never 10.0,
-                    * "10" or true; query: decimal */
-    KIND_BOOLEAN,  /* → int: 1 or 0 (`absent` when not given) */
+    KIND_STRING,  /* min..max bytes, no NUL inside → const char * (NULL: absent) */
+    KIND_TOKEN,   /* `prefix`, then min..max characters of the class `chars` ("A-Za-z0-9_") */
+    KIND_ID,      /* an id of `prefix` → input_id; one that is not such an id names nothing */
+    KIND_ENUM,    /* one of `values` → const char * */
+    KIND_INTEGER, /* min..max → int64_t (`absent` when not given); JSON: an integer, never 10.0,
+                   * "10" or true; query: decimal */
+    KIND_BOOLEAN, /* → int: 1 or 0 (`absent` when not given) */
     KIND_METADATA, /* at most max members: names ≤ 40 bytes, string values ≤ 500 → its canonical
                     * JSON text (NULL: absent) */
     KIND_EMAIL,    /* min..max bytes, one '@' with text on each side, no white space */
@@ -61,6 +60,7 @@ struct field {
     payd_error err;            /* a refused value's code; ERR_NONE: invalid_parameter */
     const char *detail;        /* a refused value's detail; NULL: one said from the rule */
     const char *type, *format; /* KIND_CUSTOM: its JSON type; any kind: a format to document */
+    const char *pattern;       /* KIND_CUSTOM string: a pattern to document (check() decides) */
     field_check check;
 };
 
@@ -92,10 +92,6 @@ bool schema_decode_body(const schema *s, json_t *body, void *out, arena *a, inpu
  * declare are the edge's to refuse (http/validate.c). */
 bool schema_decode_query(const schema *s, const char *(*lookup)(void *ctx, const char *name),
                          void *ctx, void *out, arena *a, input_error *e);
-
-/* The currency rule (§1), for KIND_CURRENCY and the command line: 3 letters in any case, written
- * upper case into out; false (out untouched) otherwise. */
-bool currency_normalize(const char *in, char out[4]);
 
 /* Does text pass field f's rule, as a query value would? (A path segment that must follow the
  * same rule as a body field.) */

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "node/app.h"
+#include "node/fault.h"
 #include "node/metrics.h"
 #include "request/route.h"
 
@@ -224,6 +225,23 @@ static int64_t next_fence(int64_t previous, int64_t now)
     return previous + 1 > now ? previous + 1 : now;
 }
 
+/* The key changed between the claim's read and its write: its holder finished, left it in
+ * doubt or released it, or another request took it over. This request takes nothing and
+ * answers what the key holds now (a statement of its own, so on PostgreSQL it sees what
+ * committed meanwhile): the stored answer, or 409 while it is anyone else's to finish. */
+static int claim_lost(db_conn *db, claim_job *j)
+{
+    request *req = j->req;
+    row_free(&j->row);
+    j->verdict = KEY_BUSY;
+    if (load_row(db, req->user.id, req->idem->key, &j->row)) {
+        key_verdict now = judge(&j->row, req->idem->fingerprint, req->app, j->now);
+        if (now == KEY_REPLAY || now == KEY_MISMATCH)
+            j->verdict = now;
+    }
+    return 0;
+}
+
 static int claim(db_conn *db, void *arg)
 {
     claim_job *j = arg;
@@ -253,6 +271,11 @@ static int claim(db_conn *db, void *arg)
     if (!load_row(db, req->user.id, c->key, &j->row))
         return DB_BUSY; /* deleted under us: the caller retries */
     j->verdict = judge(&j->row, c->fingerprint, req->app, j->now);
+    if (!claimable(j->verdict))
+        return 0;
+    /* PostgreSQL: the row is not locked by the read, so its holder may finish (or another
+     * request take it over) right here; the write below names everything the verdict read */
+    fault_point("claim-between-read-and-write");
     int64_t fence = next_fence(j->row.fence, j->now);
     if (j->verdict == KEY_ABSENT || j->verdict == KEY_RELEASED) {
         /* a new request for this key; an expired key starts a new generation (so a new
@@ -266,29 +289,31 @@ static int claim(db_conn *db, void *arg)
                      "request_body = $6, state = 'started', claimed_at = $7, locked_at = $7, "
                      "fence = $8, generation = $9, processor_key_scheme = $11, "
                      "response_status = NULL, response_location = NULL, response_body = NULL, "
-                     "response_event = NULL WHERE user_id = $1 AND idem_key = $2 AND fence = $10",
-                     "isssssiiiii", user, c->key, c->fingerprint, req->method, req->path,
-                     c->canonical_body, j->now, fence, generation, j->row.fence, (int64_t)scheme);
+                     "response_event = NULL WHERE user_id = $1 AND idem_key = $2 AND fence = $10 "
+                     "AND state = $12 AND locked_at = $13",
+                     "isssssiiiiisi", user, c->key, c->fingerprint, req->method, req->path,
+                     c->canonical_body, j->now, fence, generation, j->row.fence, (int64_t)scheme,
+                     j->row.state, j->row.locked_at);
         c->generation = generation;
         c->processor_key_scheme = scheme;
         c->resumed = j->verdict == KEY_RELEASED;
     } else if (j->verdict == KEY_RESUMABLE) {
         rc = db_exec(db,
                      "UPDATE idempotency_keys SET state = 'started', locked_at = $3, fence = $4 "
-                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
-                     "isiii", user, c->key, j->now, fence, j->row.fence);
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5 AND state = $6 "
+                     "AND locked_at = $7",
+                     "isiiisi", user, c->key, j->now, fence, j->row.fence, j->row.state,
+                     j->row.locked_at);
         c->generation = j->row.generation;
         c->processor_key_scheme = j->row.processor_key_scheme;
         c->resumed = true;
-    } else {
-        return 0;
     }
     if (rc != DB_DONE)
         return rc;
+    if (db_changes(db) != 1)
+        return claim_lost(db, j);
     c->claimed_at = j->now;
     c->fence = fence;
-    if (db_changes(db) != 1)
-        j->verdict = KEY_BUSY; /* another node took it between our read and write */
     return 0;
 }
 

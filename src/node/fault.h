@@ -12,8 +12,9 @@
  *
  * Points: before-charge, after-charge, crash-after-charge (payments), before-refund,
  * after-refund (refunds), void-between-reads (the recoverer's void decision, between its read
- * of the key and its read of the payments). PAYD_FAULT is read once; with it unset, every check
- * is a load and a test. */
+ * of the key and its read of the payments), claim-between-read-and-write (a takeover of a key,
+ * between its read of the row and its conditional write; on a store writer's thread).
+ * PAYD_FAULT is read once; with it unset, every check is a load and a test. */
 #include <stdbool.h>
 
 void fault_point(const char *name);

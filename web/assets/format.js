@@ -1,11 +1,15 @@
 // Money in integer minor units and times in RFC 3339, as the API speaks them. Amounts are
 // converted with strings, never floating point, so 0.29 is 29 cents and not 28.999….
 
-// ISO 4217 currencies whose minor unit is not the cent.
+// ISO 4217 currencies whose minor unit is not the cent: the server's table (src/core/
+// currency_table.h) less its exponent-2 codes; tests/lint/test_currencies.py holds them equal.
+// Codes without a minor unit (metals, funds units, XTS, XXX) count whole units.
 const EXPONENTS = {
   BIF: 0, CLP: 0, DJF: 0, GNF: 0, ISK: 0, JPY: 0, KMF: 0, KRW: 0, PYG: 0, RWF: 0, UGX: 0,
   UYI: 0, VND: 0, VUV: 0, XAF: 0, XOF: 0, XPF: 0, BHD: 3, IQD: 3, JOD: 3, KWD: 3, LYD: 3,
-  OMR: 3, TND: 3,
+  OMR: 3, TND: 3, CLF: 4, UYW: 4,
+  XAG: 0, XAU: 0, XBA: 0, XBB: 0, XBC: 0, XBD: 0, XDR: 0, XPD: 0, XPT: 0, XSU: 0, XTS: 0,
+  XUA: 0, XXX: 0,
 };
 
 export function exponent(currency) {

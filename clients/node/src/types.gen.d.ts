@@ -31,9 +31,10 @@ export type Timestamp = string;
 /** Integer minor units (cents for USD): a JSON integer, so `10.0` is refused like `"10"`. */
 export type Amount = number;
 
-/** 3 letters, any case; must equal the account's currency. */
+/** An active ISO 4217 code (payd's built-in table), in any case; answered upper case. A code not in the table (`QQQ`) is 400 `invalid_parameter` with `param: "currency"`. A payment's or transfer's currency must equal its account's. */
 export type CurrencyIn = string;
 
+/** An active ISO 4217 code, upper case. Amounts in it are integers of its minor unit: JPY has none (exponent 0), USD two digits, KWD three. */
 export type Currency = string;
 
 /** Starts at 1, +1 on every change; the ETag is `"v<version>"`. */
