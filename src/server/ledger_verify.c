@@ -10,6 +10,7 @@
 
 #include "core/ids.h"
 #include "core/jsonw.h"
+#include "idem/idem.h"
 #include "server/ledger_processor.h"
 #include "store/store.h"
 
@@ -26,6 +27,8 @@ typedef struct check {
     const char *name[CHECK_COLUMNS];
     const char *prefix[CHECK_COLUMNS]; /* an id's prefix, NUMBER or TEXT */
     bool builtin_processor;            /* only when the processor's records are in this db */
+    bool in_flight_exempt; /* a row whose processor key (the column after the shown ones) is
+                            * still in flight is counted, not reported */
 } check;
 
 /* What a payment took, released and still holds. Until authorize-and-capture a payment is
@@ -107,17 +110,18 @@ static const check checks[] = {
     /* the builtin processor's books: a charge it made that no payment records and no void
      * returned, a refund it made that no refund of payd's carries */
     {.kind = "processor_record_without_entry",
-     .sql = "SELECT c.charge_id, 'charge', c.amount FROM processor_charges c LEFT JOIN payments p "
-            "ON p.processor_charge_id = c.charge_id LEFT JOIN processor_refunds v ON "
-            "v.charge_id = c.charge_id AND v.processor_key LIKE '%:void' WHERE c.status = "
-            "'succeeded' AND p.id IS NULL AND v.refund_id IS NULL "
-            "UNION ALL SELECT pr.refund_id, 'refund', pr.amount FROM processor_refunds pr "
-            "LEFT JOIN refunds r ON r.processor_key = pr.processor_key WHERE pr.processor_key "
-            "NOT LIKE '%:void' AND r.id IS NULL",
+     .sql = "SELECT c.charge_id, 'charge', c.amount, c.processor_key FROM processor_charges c "
+            "LEFT JOIN payments p ON p.processor_charge_id = c.charge_id LEFT JOIN "
+            "processor_refunds v ON v.charge_id = c.charge_id AND v.processor_key LIKE '%:void' "
+            "WHERE c.status = 'succeeded' AND p.id IS NULL AND v.refund_id IS NULL "
+            "UNION ALL SELECT pr.refund_id, 'refund', pr.amount, pr.processor_key FROM "
+            "processor_refunds pr LEFT JOIN refunds r ON r.processor_key = pr.processor_key "
+            "WHERE pr.processor_key NOT LIKE '%:void' AND r.id IS NULL",
      .count = 3,
      .name = {"record", "type", "amount"},
      .prefix = {TEXT, TEXT, NUMBER},
-     .builtin_processor = true},
+     .builtin_processor = true,
+     .in_flight_exempt = true},
     /* an entry whose charge or refund the processor does not hold (a refund still in doubt,
      * status pending, may not have reached it yet: it is counted in the summary instead) */
     {.kind = "entry_without_processor_record",
@@ -174,12 +178,70 @@ static void write_column(jsonw *w, db_stmt *st, const check *c, int i)
     }
 }
 
+/* The processor keys of operations still in flight: a key still open (started, or in doubt:
+ * a retry or the recoverer will record or void its charge) and a charge waiting for its void.
+ * Sorted, for bsearch. */
+typedef struct key_set {
+    char (*keys)[IDEM_PROCESSOR_KEY_MAX];
+    size_t count, cap;
+} key_set;
+
+static void key_set_add(key_set *set, const char *key)
+{
+    if (set->count == set->cap) {
+        set->cap = set->cap ? set->cap * 2 : 64;
+        set->keys = realloc(set->keys, set->cap * sizeof *set->keys);
+        if (!set->keys)
+            abort();
+    }
+    snprintf(set->keys[set->count++], IDEM_PROCESSOR_KEY_MAX, "%s", key);
+}
+
+static int key_compare(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void read_in_flight(db_conn *db, key_set *set)
+{
+    db_stmt *st = db_query(db,
+                           "SELECT user_id, idem_key, fingerprint, generation, "
+                           "processor_key_scheme FROM idempotency_keys "
+                           "WHERE state IN ('started', 'in_doubt')",
+                           "");
+    while (db_step(st) == DB_ROW) {
+        char key[IDEM_PROCESSOR_KEY_MAX];
+        idem_processor_key((uint64_t)db_int(st, 0), db_text(st, 1), db_text(st, 2), db_int(st, 3),
+                           (int)db_int(st, 4), key);
+        key_set_add(set, key);
+    }
+    db_done(st);
+    st = db_query(db, "SELECT processor_key FROM charge_voids", "");
+    while (db_step(st) == DB_ROW)
+        key_set_add(set, db_text(st, 0));
+    db_done(st);
+    if (set->count)
+        qsort(set->keys, set->count, sizeof *set->keys, key_compare);
+}
+
+static bool in_flight(const key_set *set, const char *key)
+{
+    char probe[IDEM_PROCESSOR_KEY_MAX];
+    snprintf(probe, sizeof probe, "%s", key ? key : "");
+    return set->count && bsearch(probe, set->keys, set->count, sizeof *set->keys, key_compare);
+}
+
 /* Runs one check, appending its violations to w (an open array). -1 on a database error. */
-static int run_check(db_conn *db, const check *c, jsonw *w, int64_t *found)
+static int run_check(db_conn *db, const check *c, const key_set *flying, jsonw *w, int64_t *found,
+                     int64_t *exempt)
 {
     db_stmt *st = db_query(db, c->sql, "");
     db_status rc;
     while ((rc = db_step(st)) == DB_ROW) {
+        if (c->in_flight_exempt && in_flight(flying, db_text(st, c->count))) {
+            (*exempt)++;
+            continue;
+        }
         jw_object_begin(w);
         jw_member_string(w, "kind", c->kind);
         for (int i = 0; i < c->count; i++)
@@ -256,12 +318,18 @@ static int64_t verify(db_conn *db, const char *processor, jsonw *w)
     jw_key(w, "violations");
     jw_array_begin(w);
     int rc = 0;
+    key_set flying = {0};
+    read_in_flight(db, &flying);
+    int64_t exempt = 0;
     for (size_t i = 0; i < sizeof checks / sizeof checks[0] && rc == 0; i++)
         if (!checks[i].builtin_processor || builtin)
-            rc = run_check(db, &checks[i], w, &found);
+            rc = run_check(db, &checks[i], &flying, w, &found, &exempt);
+    free(flying.keys);
     if (rc == 0 && !builtin && strcmp(processor, "none") != 0)
         rc = ledger_processor_check(db, processor, w, &found);
     jw_array_end(w);
+    /* processor records of operations still in flight: not violations (yet) */
+    jw_member_int(w, "in_flight", exempt);
     jw_key(w, "ok");
     jw_bool(w, found == 0);
     jw_member_int(w, "violation_count", found);

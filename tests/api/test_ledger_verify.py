@@ -106,6 +106,16 @@ def test_each_planted_violation_is_reported(books, tmp_path, kind):
     assert summary["violation_count"] == len(summary["violations"])
 
 
+def test_a_charge_still_in_flight_is_counted_not_reported(books, tmp_path):
+    """A charge whose operation is still open (here: waiting for its void) is no orphan yet."""
+    charge = PLANTS["processor_record_without_entry"][0]
+    void = ("INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, generation, "
+            "account_id, charge_id, amount, created_at) VALUES ('planted', 1, 'k', 'f', 0, 1, "
+            "'ch_planted', 500, 0)")
+    rc, summary = verify(planted(books, tmp_path, charge, void))
+    assert rc == 0 and summary["in_flight"] == 1, summary
+
+
 def test_every_violation_is_listed(books, tmp_path):
     """Not only the first: plants that do not hide each other are all reported."""
     apart = ["unbalanced_entry", "book_mismatch", "refunded_exceeds_captured",
