@@ -2,12 +2,14 @@
 lines sum to zero, the account's books equal the sums of their lines, and the balance
 transactions are a list (§4) with filters, each user seeing only their own."""
 
+import json
 import os
+import subprocess
 from urllib.parse import quote
 
 import pytest
 
-from conftest import Payd
+from conftest import PAYD, Payd, verify_ledger
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +187,20 @@ def test_bad_filters_are_400(alice, query, param):
     r = alice.get(f"/v1/balance_transactions{query}")
     assert r.status == 400, (query, r)
     assert r.json.get("param") == param, (query, r)
+
+
+def test_verify_on_this_backend(server):
+    """`payd ledger verify` on the books this module wrote (SQLite, or PostgreSQL in the pg
+    run): clean, then a planted mismatch is reported with exit 1, and clean again once undone."""
+    summary = verify_ledger(server.db, settle_s=5)
+    assert summary["ok"] and summary["entries"] > 0 and summary["violations"] == []
+    account = "(SELECT MIN(id) FROM accounts)"
+    server.execute(f"UPDATE accounts SET balance = balance + 1 WHERE id = {account}")
+    try:
+        out = subprocess.run([PAYD, "ledger", "verify", "--db", server.db], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 1, out.stderr
+        assert [v["kind"] for v in json.loads(out.stdout)["violations"]] == ["book_mismatch"]
+    finally:
+        server.execute(f"UPDATE accounts SET balance = balance - 1 WHERE id = {account}")
+    assert verify_ledger(server.db, settle_s=0)["ok"]
