@@ -281,9 +281,13 @@ static int claim(db_conn *db, void *arg)
         c->processor_key_scheme = scheme;
         c->resumed = j->verdict == KEY_RELEASED;
     } else if (j->verdict == KEY_RESUMABLE) {
+        /* still open: on PostgreSQL the row was read without a lock, and a holder finishing
+         * meanwhile completes it under the same fence; taking it over then would record its
+         * operation a second time (two payments carrying one charge, docs/ledger.md) */
         rc = db_exec(db,
                      "UPDATE idempotency_keys SET state = 'started', locked_at = $3, fence = $4 "
-                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5",
+                     "WHERE user_id = $1 AND idem_key = $2 AND fence = $5 "
+                     "AND state IN ('started', 'in_doubt')",
                      "isiii", user, c->key, j->now, fence, j->row.fence);
         c->generation = j->row.generation;
         c->processor_key_scheme = j->row.processor_key_scheme;
