@@ -31,6 +31,7 @@
 #include "processor/processor.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
+#include "server/ledger_verify.h"
 #include "server/user_admin.h"
 #include "store/backup.h"
 #include "webhook/delivery.h"
@@ -57,6 +58,8 @@ static void usage(FILE *out)
         "  key revoke KEY_ID --db URL                   revoke a key (401 within "
         "--auth-cache-ttl)\n"
         "  id decode ID                                 show an id's time, node and sequence\n"
+        "  ledger verify --db URL [--processor builtin|none|URL]   check the books (exit 1: "
+        "violations)\n"
         "  processor-sim [--listen HOST:PORT] [fault flags]   the external processor simulator\n"
         "  dev seed --account ACCOUNT_ID --count N --db URL   bulk payments for benchmarks\n"
         "  dev store-bench --db PATH [--threads T] [--jobs N] [--max-batch B]   the store alone\n"
@@ -735,6 +738,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "account") && !strcmp(sub, "create"))
         return cmd_account_create(argc - 3, argv + 3);
+    if (!strcmp(cmd, "ledger") && !strcmp(sub, "verify"))
+        return ledger_verify_main(argc - 3, argv + 3);
     if (!strcmp(cmd, "id") && !strcmp(sub, "decode"))
         return cmd_id_decode(argc - 3, argv + 3);
     if (!strcmp(cmd, "processor-sim"))
@@ -749,7 +754,7 @@ int main(int argc, char **argv)
         return cmd_key(argc - 2, argv + 2);
     /* Name what was not understood: the command, or the command's sub-command. */
     if (!strcmp(cmd, "user") || !strcmp(cmd, "account") || !strcmp(cmd, "id") ||
-        !strcmp(cmd, "dev"))
+        !strcmp(cmd, "dev") || !strcmp(cmd, "ledger"))
         fprintf(stderr, "payd: unknown command '%s %s'\n\n", cmd, sub);
     else
         fprintf(stderr, "payd: unknown command '%s'\n\n", cmd);

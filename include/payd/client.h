@@ -183,6 +183,12 @@ PAYD_API payd_status payd_account_create(payd_client *client, const char *curren
                                          const char *name, payd_result *result);
 PAYD_API payd_status payd_account_get(payd_client *client, const char *account_id,
                                       payd_result *result);
+/* The ledger (docs/ledger.md): {"object": "balance", "available", "pending", "currency"}. */
+PAYD_API payd_status payd_balance_get(payd_client *client, const char *account_id,
+                                      payd_result *result);
+/* One balance transaction (txn_...): a ledger line on one of the caller's accounts. */
+PAYD_API payd_status payd_balance_transaction_get(payd_client *client, const char *transaction_id,
+                                                  payd_result *result);
 /* filters: status, created_gte, created_lt (may be NULL/0). *count receives the number. */
 PAYD_API payd_status payd_payments_count(payd_client *client, const char *account_id,
                                          const payd_param *filters, size_t filters_len,
@@ -210,6 +216,10 @@ PAYD_API payd_list *payd_list_open(payd_client *client, const char *path, const 
                                    size_t query_len);
 PAYD_API payd_list *payd_payments_list(payd_client *client, const char *account_id,
                                        const payd_param *query, size_t query_len);
+/* The caller's balance transactions, newest first; query: account_id, type, source,
+ * created_gte, created_lt, limit (may be NULL/0). */
+PAYD_API payd_list *payd_balance_transactions_list(payd_client *client, const payd_param *query,
+                                                   size_t query_len);
 /* PAYD_OK with *item_json set to the next item (valid until the next call), or PAYD_OK with
  * *item_json == NULL once the list is exhausted. Any other status: the page request failed;
  * payd_list_result() tells why, and calling again retries that page. */

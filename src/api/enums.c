@@ -13,6 +13,8 @@ const char *const order_statuses[] = {"created",   "paid",     "cancelled", "shi
 const char *const api_key_statuses[] = {"active", "revoked", NULL};
 const char *const refund_reasons[] = {"requested_by_customer", "duplicate", "fraudulent", NULL};
 const char *const stats_intervals[] = {"hour", "day", NULL};
+const char *const balance_transaction_types[] = {"charge", "authorization", "capture", "release",
+                                                 "refund", "transfer",      NULL};
 
 #define EVENT_TYPES                                                                                \
     "account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", \

@@ -11,6 +11,8 @@ extern const char *const order_statuses[];
 extern const char *const api_key_statuses[];
 extern const char *const refund_reasons[];
 extern const char *const stats_intervals[];
+/* The types of a ledger entry, and so of its balance transactions (docs/ledger.md). */
+extern const char *const balance_transaction_types[];
 /* The event types of §15; webhook_event_choices adds "*" (every type) in front. */
 extern const char *const event_types[];
 extern const char *const webhook_event_choices[];

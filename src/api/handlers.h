@@ -43,6 +43,11 @@ db_status account_credit_at_commit(db_conn *db, uint64_t account, int64_t amount
 /* In a write job, before a credit: whether the balance can take amount more (sum_fits). */
 db_status account_credit_fits(db_conn *db, uint64_t account, int64_t amount, bool *fits);
 
+/* the ledger (api/ledger.c, docs/ledger.md) */
+void accounts_balance(request *req);
+void balance_transactions_list(request *req);
+void balance_transactions_get(request *req);
+
 void payments_prepare(request *req);
 step_result payments_create(request *req, void *prepared);
 void payments_recover(request *req);

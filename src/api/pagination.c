@@ -9,6 +9,17 @@
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 
+int any_id_parse(const char *text, uint64_t *out)
+{
+    const char *sep = strchr(text, '_');
+    char prefix[ID_PREFIX_MAX + 1];
+    if (!sep || sep == text || (size_t)(sep - text) > ID_PREFIX_MAX)
+        return -1;
+    memcpy(prefix, text, (size_t)(sep - text));
+    prefix[sep - text] = '\0';
+    return id_parse(text, prefix, out);
+}
+
 /* Appends the filter conditions and their parameters. */
 static void add_filters(request *req, char *sql, size_t cap, db_value *params, int *n,
                         const list_query *q, const list_params *f)
@@ -31,6 +42,13 @@ static void add_filters(request *req, char *sql, size_t cap, db_value *params, i
         len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->status_column, *n + 1);
         params[(*n)++] = (db_value){.type = 's', .s = f->status};
     }
+    uint64_t source;
+    if (f->source && q->source_column && any_id_parse(f->source, &source) == 0) {
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->source_column, *n + 1);
+        params[(*n)++] = (db_value){.type = 'i', .i = (int64_t)source};
+    }
+    if (q->condition)
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s", q->condition);
     if (f->created_gte.text) {
         len += (size_t)snprintf(sql + len, cap - len, " AND %s >= $%d", q->time_column, *n + 1);
         params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte.us};
@@ -52,7 +70,14 @@ static void scope_of(request *req, const list_query *q, const char *parent, cons
                            f->status ? f->status : "",
                            f->created_gte.text ? f->created_gte.text : "",
                            f->created_lt.text ? f->created_lt.text : ""};
-    cursor_scope(parts, sizeof parts / sizeof parts[0], out);
+    /* the source filter joins the scope only when given, so the cursors of lists without
+     * one stay what they were */
+    const char *with_source[] = {
+        parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], f->source ? f->source : ""};
+    if (f->source)
+        cursor_scope(with_source, sizeof with_source / sizeof with_source[0], out);
+    else
+        cursor_scope(parts, sizeof parts / sizeof parts[0], out);
 }
 
 /* Writes the cursor (or null) and returns its text for the Link header (NULL when none). */
@@ -99,6 +124,11 @@ static void link_header(request *req, const list_query *q, const list_params *f,
         if (f->status)
             len += (size_t)snprintf(link + len, sizeof link - len, "&%s=%s",
                                     q->status_param ? q->status_param : "status", f->status);
+        if (f->account.text)
+            len +=
+                (size_t)snprintf(link + len, sizeof link - len, "&account_id=%s", f->account.text);
+        if (f->source)
+            len += (size_t)snprintf(link + len, sizeof link - len, "&source=%s", f->source);
         if (f->created_gte.text)
             len += (size_t)snprintf(link + len, sizeof link - len, "&created_gte=%s",
                                     f->created_gte.text);

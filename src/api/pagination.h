@@ -24,6 +24,8 @@ typedef struct list_params {
     input_time created_gte, created_lt;
     const char *interval; /* payments/stats */
     int64_t wait;         /* events: seconds to hold an empty page for (api/event_waiters.h) */
+    input_id account;     /* balance transactions: ?account_id= (the list's parent when given) */
+    const char *source;   /* ?source=: an id of any prefix, on list_query.source_column */
 } list_params;
 
 /* The parameters of §4, for the route table's query schemas. */
@@ -62,7 +64,9 @@ typedef struct list_query {
     const char *status_column;              /* non-NULL: ?status= filters on it */
     const char *status_param;               /* the filter's query name; NULL: "status" */
     bool status_list; /* the filter is "a,b,c": any of them (checked by the route's schema) */
-    const char *time_column; /* non-NULL: created_gte / created_lt filter on it */
+    const char *time_column;   /* non-NULL: created_gte / created_lt filter on it */
+    const char *source_column; /* non-NULL: ?source= filters on it (checked by the handler) */
+    const char *condition;     /* non-NULL: ANDed to every page's WHERE (a partial index's) */
     /* The row as JSON: write_row writes it straight into the page (fast); lists without one
      * build it with to_json. */
     void (*write_row)(db_stmt *st, struct jsonw *w);
@@ -72,6 +76,9 @@ typedef struct list_query {
 /* Answers the list request with one page: limit and filters come decoded (list_params); the
  * cursor is checked here. Returns the rows on the page, or -1 when it answered an error. */
 int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label);
+
+/* An id of whatever prefix it carries ("pay_…", "tr_…"): 0, or -1 when it is none. */
+int any_id_parse(const char *text, uint64_t *out);
 
 /* SELECT COUNT(*) over the same filters. */
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id);

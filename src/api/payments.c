@@ -10,6 +10,7 @@
 #include "api/common.h"
 #include "api/events.h"
 #include "api/handlers.h"
+#include "api/ledger.h"
 #include "api/pagination.h"
 #include "api/stats.h"
 #include "core/jsonw.h"
@@ -209,6 +210,9 @@ static int record_payment(db_conn *db, void *arg)
         rc = account_credit_at_commit(db, p->account_id, p->amount, p->created_at);
         if (rc == DB_DONE)
             rc = stats_record_payment(db, p->account_id, p->created_at, p->amount);
+        if (rc == DB_DONE) /* its journal entry (docs/ledger.md), in the same transaction */
+            rc = ledger_post_charge(db, req->app, req->user.id, p->id, p->account_id, p->currency,
+                                    p->amount);
         if (rc != DB_DONE)
             return rc; /* outside a batch they apply at once, and can fail */
         if (p->order_id &&

@@ -22,6 +22,7 @@
 #include "api/enums.h"
 #include "api/events.h"
 #include "api/handlers.h"
+#include "api/ledger.h"
 #include "api/pagination.h"
 #include "api/stats.h"
 #include "core/timefmt.h"
@@ -71,6 +72,7 @@ typedef struct refund {
     const char *reason;
     char status[24]; /* the refund's, once it exists */
     char charge_id[64];
+    char currency[4]; /* the payment's */
     proc_result processor;
 } refund;
 
@@ -124,6 +126,10 @@ static int reserve_refund(db_conn *db, void *arg)
     }
     if ((rc = stats_record_refund(db, r->payment_id, r->amount)) != DB_DONE)
         return rc; /* the volume rollup (api/stats.c) moves with the refunded amount */
+    /* the journal entry (docs/ledger.md) of the debit just made */
+    if ((rc = ledger_post_refund(db, req->app, req->user.id, r->id, r->account_id, r->currency,
+                                 r->amount)) != DB_DONE)
+        return rc;
     rc = db_exec(db,
                  "INSERT INTO refunds (id, user_id, payment_id, amount, reason, status, "
                  "created_at, processor_key) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
@@ -234,7 +240,7 @@ static bool payment_or_reply(request *req, db_conn *db, refund *r, payment_row *
      * just took both is seen as having taken both */
     db_stmt *st = db_query(db,
                            "SELECT p.account_id, p.amount, p.refunded_amount, p.status, "
-                           "p.processor_charge_id, a.balance FROM payments p "
+                           "p.processor_charge_id, a.balance, p.currency FROM payments p "
                            "JOIN accounts a ON a.id = p.account_id "
                            "WHERE p.id = $1 AND p.user_id = $2",
                            "ii", (int64_t)r->payment_id, (int64_t)req->user.id);
@@ -246,6 +252,7 @@ static bool payment_or_reply(request *req, db_conn *db, refund *r, payment_row *
         snprintf(p->status, sizeof p->status, "%s", db_text(st, 3));
         snprintf(r->charge_id, sizeof r->charge_id, "%s", db_text(st, 4) ? db_text(st, 4) : "");
         p->balance = db_int(st, 5);
+        snprintf(r->currency, sizeof r->currency, "%s", db_text(st, 6));
     } else {
         reply_error(req, ERR_RESOURCE_MISSING, "no such payment");
     }

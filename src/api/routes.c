@@ -74,6 +74,16 @@ static const schema orders_list_query = SCHEMA(list_params, orders_list_fields);
 static const field api_keys_list_fields[] = {LIST_LIMIT, LIST_CURSOR,
                                              LIST_FILTER("status", api_key_statuses)};
 static const schema api_keys_list_query = SCHEMA(list_params, api_keys_list_fields);
+static const field txns_list_fields[] = {
+    LIST_LIMIT,
+    LIST_CURSOR,
+    {.name = "account_id", .kind = KIND_ID, IN(list_params, account), .prefix = "acct"},
+    LIST_FILTER("type", balance_transaction_types),
+    {.name = "source", .kind = KIND_STRING, IN(list_params, source), .min = 1, .max = 32},
+    LIST_CREATED_GTE,
+    LIST_CREATED_LT,
+};
+static const schema txns_list_query = SCHEMA(list_params, txns_list_fields);
 static const field events_list_fields[] = {
     LIST_LIMIT,
     LIST_CURSOR,
@@ -110,6 +120,9 @@ const route payd_routes[] = {
     R_QUERY("GET", "/v1/accounts/{id}/payments", payments_list, AUTH, payments_list_query),
     R_QUERY("GET", "/v1/accounts/{id}/payments/count", payments_count, AUTH, payments_count_query),
     R_QUERY("GET", "/v1/accounts/{id}/payments/stats", payments_stats, AUTH, payments_stats_query),
+    R("GET", "/v1/accounts/{id}/balance", accounts_balance, AUTH),
+    R_QUERY("GET", "/v1/balance_transactions", balance_transactions_list, AUTH, txns_list_query),
+    R("GET", "/v1/balance_transactions/{id}", balance_transactions_get, AUTH),
 
     R_STEPS("POST", "/v1/payments", payments_prepare, payments_create, WRITE | IDEM,
             payments_create_body, payments_recover),

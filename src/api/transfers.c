@@ -11,6 +11,7 @@
 #include "api/common.h"
 #include "api/events.h"
 #include "api/handlers.h"
+#include "api/ledger.h"
 #include "api/pagination.h"
 #include "core/canonical.h"
 #include "core/log.h"
@@ -210,6 +211,9 @@ static int run_transfer(db_conn *db, void *arg)
         rc = credit(db, t, t->amount, 1);
     if (rc == DB_DONE)
         rc = add_legs(db, t);
+    if (rc == DB_DONE) /* the journal entry (docs/ledger.md) of both moves */
+        rc = ledger_post_transfer(db, req->app, req->user.id, t->id, t->from, t->to, t->currency,
+                                  t->amount);
     if (rc == DB_DONE)
         rc = db_exec_checked(db, 1, DB_ERROR,
                              "UPDATE transfers SET response_body = $2 WHERE id = $1", "is",

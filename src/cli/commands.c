@@ -161,6 +161,27 @@ const command payctl_commands[] = {
     COMMAND("accounts", "list", COMMAND_LIST, "GET", PATHS("/v1/accounts"), NULL,
             "List your accounts as JSON Lines.", OPTIONS(LIST_OPTIONS)),
 
+    /* the ledger (§18) */
+    COMMAND("balance", "", COMMAND_SINGLE, "GET", PATHS("/v1/accounts/{account}/balance"),
+            "account", "Show an account's available and pending balance.",
+            OPTIONS(ACCOUNT_IN_PATH)),
+    COMMAND("balance-transactions", "list", COMMAND_LIST, "GET", PATHS("/v1/balance_transactions"),
+            NULL, "List your balance transactions, newest first, as JSON Lines.",
+            OPTIONS(OPT("account", "ID", VALUE_STRING, TO_QUERY, "account_id", false,
+                        "only this account's"),
+                    OPT("type", "TYPE", VALUE_STRING, TO_QUERY, "type", false,
+                        "charge, authorization, capture, release, refund or transfer"),
+                    OPT("source", "ID", VALUE_STRING, TO_QUERY, "source", false,
+                        "only those of this payment, refund or transfer"),
+                    OPT("created-gte", "TIME", VALUE_STRING, TO_QUERY, "created_gte", false,
+                        "created at or after this RFC 3339 time"),
+                    OPT("created-lt", "TIME", VALUE_STRING, TO_QUERY, "created_lt", false,
+                        "created before this RFC 3339 time"),
+                    LIST_OPTIONS)),
+    COMMAND("balance-transactions", "get", COMMAND_SINGLE, "GET",
+            PATHS("/v1/balance_transactions/{id}"), "id", "Show one balance transaction.",
+            OPTIONS(ID_IN_PATH("the balance transaction (txn_...)"))),
+
     COMMAND("users", "me", COMMAND_SINGLE, "GET", PATHS("/v1/users/me"), NULL,
             "Show the user the API key belongs to.", NO_OPTIONS),
     COMMAND(

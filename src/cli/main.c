@@ -134,7 +134,7 @@ static void print_request_help(FILE *out)
 
 static void print_command_help(FILE *out, const command *c)
 {
-    fprintf(out, "usage: payctl %s %s", c->group, c->verb);
+    fprintf(out, "usage: payctl %s%s%s", c->group, c->verb[0] ? " " : "", c->verb);
     if (c->positional)
         for (const option_spec *o = c->options; o->name; o++)
             if (strcmp(o->name, c->positional) == 0)
@@ -371,6 +371,10 @@ static int parse_command_line(int argc, char **argv, invocation *inv)
     const char *verb = line.positional_count > 1 ? line.positionals[1] : NULL;
     bool group_known;
     const command *c = find_command(group, verb, &group_known);
+    if (!c && verb) { /* a command without a verb may take a bare argument: `balance ACCOUNT` */
+        const command *bare = find_command(group, NULL, &group_known);
+        c = bare && bare->positional ? bare : NULL;
+    }
     if (!group_known)
         return usage_error("unknown command group \"%s\" (see payctl --help)", group);
     if (!c) {
@@ -389,11 +393,14 @@ static int parse_command_line(int argc, char **argv, invocation *inv)
     inv->command = c;
     if ((status = take_options(&line, c, inv)) != EXIT_OK)
         return status;
-    if (line.positional_count > 3 || (line.positional_count == 3 && !c->positional))
-        return usage_error("unexpected argument \"%s\"", line.positionals[c->positional ? 3 : 2]);
-    if (line.positional_count == 3) {
+    size_t bare_at = c->verb[0] ? 2 : 1; /* where the bare argument sits, after the verb */
+    if (line.positional_count > bare_at + 1 ||
+        (line.positional_count == bare_at + 1 && !c->positional))
+        return usage_error("unexpected argument \"%s\"",
+                           line.positionals[c->positional ? bare_at + 1 : bare_at]);
+    if (line.positional_count == bare_at + 1) {
         const option_spec *spec = find_option(c->options, c->positional, strlen(c->positional));
-        if ((status = add_given(inv, spec, line.positionals[2])) != EXIT_OK)
+        if ((status = add_given(inv, spec, line.positionals[bare_at])) != EXIT_OK)
             return status;
     }
     for (const option_spec *o = c->options; o->name; o++) {

@@ -156,6 +156,23 @@ payd_status payd_payments_count(payd_client *client, const char *account_id,
     return result->status;
 }
 
+payd_status payd_balance_get(payd_client *client, const char *account_id, payd_result *result)
+{
+    return get_resource(client, "accounts", account_id, "/balance", result);
+}
+
+payd_status payd_balance_transaction_get(payd_client *client, const char *transaction_id,
+                                         payd_result *result)
+{
+    return get_resource(client, "balance_transactions", transaction_id, "", result);
+}
+
+payd_list *payd_balance_transactions_list(payd_client *client, const payd_param *query,
+                                          size_t query_len)
+{
+    return payd_list_open(client, "/v1/balance_transactions", query, query_len);
+}
+
 payd_list *payd_payments_list(payd_client *client, const char *account_id, const payd_param *query,
                               size_t query_len)
 {

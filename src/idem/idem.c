@@ -139,25 +139,33 @@ static void answer_what_key_holds(request *req)
  * after the other, so a processor's unique index of them takes each new key on its last page
  * (a sha256 alone put every charge on a random page of it: a third of the pages a payment
  * wrote). The key stays 64 characters. */
+void idem_processor_key(uint64_t user, const char *key, const char *fingerprint, int64_t generation,
+                        int scheme, char out[IDEM_PROCESSOR_KEY_MAX])
+{
+    char material[512], digest[65];
+    int n;
+    if (generation < 0) /* a key left open by a version before fencing: its old key */
+        n = snprintf(material, sizeof material, "%llu\n%s\n%lld", (unsigned long long)user, key,
+                     (long long)-generation);
+    else
+        n = snprintf(material, sizeof material, "%llu\n%s\n%s\n%lld", (unsigned long long)user, key,
+                     fingerprint, (long long)generation);
+    if (n < 0 || (size_t)n >= sizeof material)
+        n = (int)sizeof material - 1; /* keys are at most 255 characters: never cut */
+    sha256_hex(material, (size_t)n, digest);
+    if (generation >= 0 && scheme == PROCESSOR_KEY_TIME_ORDERED)
+        /* 13 hex digits hold µs since 1970 until the year 2112 */
+        snprintf(out, IDEM_PROCESSOR_KEY_MAX, "%013llx%.51s",
+                 (unsigned long long)generation & 0xFFFFFFFFFFFFFULL, digest);
+    else
+        memcpy(out, digest, sizeof digest);
+}
+
 static void derive_processor_key(request *req)
 {
     idem_claim *c = req->idem;
-    char material[512], digest[65];
-    int n;
-    if (c->generation < 0) /* a key left open by a version before fencing: its old key */
-        n = snprintf(material, sizeof material, "%llu\n%s\n%lld", (unsigned long long)req->user.id,
-                     c->key, (long long)-c->generation);
-    else
-        n = snprintf(material, sizeof material, "%llu\n%s\n%s\n%lld",
-                     (unsigned long long)req->user.id, c->key, c->fingerprint,
-                     (long long)c->generation);
-    sha256_hex(material, (size_t)n, digest);
-    if (c->generation >= 0 && c->processor_key_scheme == PROCESSOR_KEY_TIME_ORDERED)
-        /* 13 hex digits hold µs since 1970 until the year 2112 */
-        snprintf(c->processor_key, sizeof c->processor_key, "%013llx%.51s",
-                 (unsigned long long)c->generation & 0xFFFFFFFFFFFFFULL, digest);
-    else
-        memcpy(c->processor_key, digest, sizeof digest);
+    idem_processor_key(req->user.id, c->key, c->fingerprint, c->generation, c->processor_key_scheme,
+                       c->processor_key);
 }
 
 /* ---- precheck: HTTP thread, one indexed read ---- */

@@ -20,6 +20,11 @@
 /* How a key's processor key is derived (idem.c, derive_processor_key), stored with the key
  * (idem_claim, request/claim.h). */
 enum { PROCESSOR_KEY_HASHED = 1, PROCESSOR_KEY_TIME_ORDERED = 2 };
+#define IDEM_PROCESSOR_KEY_MAX 65
+/* The processor key of the operation a key names (§2): the same for every attempt of it. Also
+ * for `payd ledger verify`, which tells a charge still in flight (its key open) from an orphan. */
+void idem_processor_key(uint64_t user, const char *key, const char *fingerprint, int64_t generation,
+                        int scheme, char out[IDEM_PROCESSOR_KEY_MAX]);
 
 typedef enum {
     IDEM_NOT_USED,     /* the route does not use keys, or an optional key is absent */

@@ -161,6 +161,34 @@ static sim_answer get_charge(sim_server *srv, const char *key)
     return reply(200, charge_json(&r));
 }
 
+/* GET /charges/{id}: the charge by its own id, with what was refunded from it (voids apart),
+ * for `payd ledger verify --processor URL` (docs/ledger.md). */
+static sim_answer get_charge_by_id(sim_server *srv, const char *charge_id)
+{
+    db_conn *db = store_reader(srv->store);
+    if (!db)
+        return reply_error(500, "processor_unavailable", "cannot read the charges");
+    db_stmt *st = db_query(db,
+                           "SELECT c.status, c.amount, (SELECT COALESCE(SUM(r.amount), 0) FROM "
+                           "processor_refunds r WHERE r.charge_id = c.charge_id AND "
+                           "r.processor_key NOT LIKE '%:void'), (SELECT COUNT(*) FROM "
+                           "processor_refunds r WHERE r.charge_id = c.charge_id AND "
+                           "r.processor_key LIKE '%:void') FROM processor_charges c "
+                           "WHERE c.charge_id = $1",
+                           "s", charge_id);
+    db_status rc = db_step(st);
+    sim_answer a =
+        rc == DB_ROW
+            ? reply(200, json_pack("{s:s, s:s, s:I, s:I, s:b}", "id", charge_id, "status",
+                                   !strcmp(db_text(st, 0), "succeeded") ? "succeeded" : "declined",
+                                   "amount", (json_int_t)db_int(st, 1), "refunded",
+                                   (json_int_t)db_int(st, 2), "voided", db_int(st, 3) > 0))
+        : rc == DB_DONE ? reply_error(404, "not_found", "no such charge")
+                        : reply_error(500, "processor_unavailable", "cannot read the charges");
+    db_done(st);
+    return a; /* the thread's reader goes back when the request ends */
+}
+
 static sim_answer post_refund(sim_server *srv, const char *key, json_t *body)
 {
     json_t *amount = json_object_get(body, "amount");
@@ -223,6 +251,9 @@ static sim_answer route(sim_server *srv, const sim_request *rq)
     } else if (!strcmp(path, "/refunds")) {
         if (is_post)
             return post(srv, rq, false);
+    } else if (!strncmp(path, "/charges/", 9) && path[9] && !strchr(path + 9, '/')) {
+        if (is_get)
+            return get_charge_by_id(srv, path + 9);
     } else if (!strcmp(path, "/stats")) {
         if (is_get)
             return get_stats();
@@ -505,6 +536,15 @@ int processor_sim_main(int argc, char **argv)
     if (!srv.store) {
         fprintf(stderr, "payd processor-sim: %s\n", err);
         return 1;
+    }
+    /* GET /charges/{id} looks a charge and its refunds up by the charge's id */
+    db_conn *setup = store_reader(srv.store);
+    if (setup) {
+        db_exec_script(setup, "CREATE INDEX IF NOT EXISTS processor_charges_by_id "
+                              "ON processor_charges (charge_id)");
+        db_exec_script(setup, "CREATE INDEX IF NOT EXISTS processor_refunds_by_charge "
+                              "ON processor_refunds (charge_id)");
+        store_release_reader(srv.store);
     }
 
     http_handlers handlers = {.ctx = &srv,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/ledger.h"
 #include "api/stats.h"
 #include "core/ids.h"
 #include "api/routes.h"
@@ -93,8 +94,27 @@ int dev_seed_main(int argc, char **argv)
             db_close(db);
             return 1;
         }
-        if (status[0] == 's')
+        if (status[0] == 's') {
             total += amount;
+            /* each charge's journal entry (docs/ledger.md), numbered by the seed's generator */
+            ledger_entry e = {
+                .user = (uint64_t)user,
+                .source = id,
+                .type = "charge",
+                .currency = currency,
+                .count = 2,
+                .line = {{.account = account_id, .book = BOOK_AVAILABLE, .amount = amount},
+                         {.book = BOOK_PROCESSOR, .amount = -amount}}};
+            id_next(&gen, &e.id);
+            id_next(&gen, &e.line[0].id);
+            id_next(&gen, &e.line[1].id);
+            if (ledger_post(db, &e) != DB_DONE) {
+                fprintf(stderr, "payd: seed entry failed: %s\n", db_last_error(db));
+                db_exec(db, "ROLLBACK", "");
+                db_close(db);
+                return 1;
+            }
+        }
         if ((i + 1) % ROWS_PER_COMMIT == 0 || i + 1 == count) {
             /* the balance and the volume rollup move with their payments, so the account and
              * its statistics stay consistent */

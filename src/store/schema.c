@@ -194,6 +194,54 @@ static const char *const migrations[] = {
     /* 11: `payd user disable` (server/user_admin.c): when the user was disabled, NULL while
      * enabled; a disabled user's keys authenticate nothing (node/auth.c) */
     "ALTER TABLE users ADD COLUMN disabled_at BIGINT;",
+    /* 12: the double-entry ledger (docs/ledger.md). accounts.balance is the account's
+     * `available` book; `pending` is its second book (authorized, not yet captured). An entry's
+     * lines sum to zero per currency; a line is a signed amount on one ledger account: a payd
+     * account's book (account_id set) or the currency's system account `processor` or `holds`
+     * (account_id NULL; their balances are the sums of their lines, kept in no row, which
+     * every payment of the currency would otherwise lock). A line on a payd account is a
+     * balance transaction (txn_). type and source_id are the entry's, copied so the list's
+     * filters need no join. The indexes serve the two lists only: per user, and per account. */
+    "ALTER TABLE accounts ADD COLUMN pending BIGINT NOT NULL DEFAULT 0 CHECK (pending >= 0);"
+    "CREATE TABLE journal_entries ("
+    "  id ID_PK, user_id BIGINT NOT NULL, type TEXT NOT NULL, source_id BIGINT NOT NULL,"
+    "  currency TEXT NOT NULL, created_at BIGINT NOT NULL);"
+    "CREATE TABLE journal_lines ("
+    "  id ID_PK, entry_id BIGINT NOT NULL, user_id BIGINT NOT NULL, account_id BIGINT,"
+    "  book TEXT NOT NULL, currency TEXT NOT NULL, amount BIGINT NOT NULL, type TEXT NOT NULL,"
+    "  source_id BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+    "CREATE INDEX journal_lines_page ON journal_lines (user_id, created_at, id)"
+    "  WHERE account_id IS NOT NULL;"
+    "CREATE INDEX journal_lines_account_page ON journal_lines (account_id, created_at, id)"
+    "  WHERE account_id IS NOT NULL;"
+    /* The backfill: one entry per charged payment, refund (pending ones too: their money left
+     * the account when they were reserved) and succeeded transfer, under its source's own id
+     * and time, so the processor's records match entries one for one. Line ids are small
+     * numbers that no Snowflake id of a later line can equal. */
+    "INSERT INTO journal_entries (id, user_id, type, source_id, currency, created_at)"
+    "  SELECT id, user_id, 'charge', id, currency, created_at FROM payments"
+    "  WHERE status <> 'failed';"
+    "INSERT INTO journal_entries (id, user_id, type, source_id, currency, created_at)"
+    "  SELECT r.id, r.user_id, 'refund', r.id, p.currency, r.created_at"
+    "  FROM refunds r JOIN payments p ON p.id = r.payment_id;"
+    "INSERT INTO journal_entries (id, user_id, type, source_id, currency, created_at)"
+    "  SELECT id, user_id, 'transfer', id, currency, created_at FROM transfers"
+    "  WHERE status = 'succeeded';"
+    "INSERT INTO journal_lines (id, entry_id, user_id, account_id, book, currency, amount, type,"
+    "  source_id, created_at)"
+    "  SELECT ROW_NUMBER() OVER (ORDER BY e.id, l.k), e.id, e.user_id, l.account_id, l.book,"
+    "  e.currency, l.amount, e.type, e.source_id, e.created_at FROM journal_entries e JOIN ("
+    "    SELECT id AS entry_id, 0 AS k, account_id, 'available' AS book, amount FROM payments"
+    "    WHERE status <> 'failed'"
+    "    UNION ALL SELECT id, 1, NULL, 'processor', -amount FROM payments"
+    "    WHERE status <> 'failed'"
+    "    UNION ALL SELECT r.id, 0, p.account_id, 'available', -r.amount"
+    "    FROM refunds r JOIN payments p ON p.id = r.payment_id"
+    "    UNION ALL SELECT id, 1, NULL, 'processor', amount FROM refunds"
+    "    UNION ALL SELECT id, 0, from_account, 'available', -amount FROM transfers"
+    "    WHERE status = 'succeeded'"
+    "    UNION ALL SELECT id, 1, to_account, 'available', amount FROM transfers"
+    "    WHERE status = 'succeeded') l ON l.entry_id = e.id;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

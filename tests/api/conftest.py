@@ -57,6 +57,23 @@ def check_log_lines(path):
             f"{path}:{number}: a log line without time or level: {line[:300]!r}"
 
 
+def verify_ledger(db, settle_s=30, processor="builtin"):
+    """`payd ledger verify` (docs/ledger.md) on a database a real run made: its summary, or an
+    AssertionError listing the violations. A charge still in flight when the load stopped shows
+    as a violation until its key settles, so a dirty answer is asked again for up to settle_s."""
+    deadline = time.time() + settle_s
+    while True:
+        out = subprocess.run([PAYD, "ledger", "verify", "--db", db, "--processor", processor],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode in (0, 1), f"ledger verify failed to run: {out.stderr[-500:]}"
+        summary = json.loads(out.stdout)
+        if out.returncode == 0:
+            return summary
+        if time.time() > deadline:
+            raise AssertionError(f"ledger verify: {summary['violations'][:10]}")
+        time.sleep(0.5)
+
+
 class Payd:
     """One payd process. `args` are extra `payd serve` flags."""
 

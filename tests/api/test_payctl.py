@@ -25,6 +25,7 @@ COMMANDS = [
     "orders create", "orders get", "orders list", "orders set-status",
     "transfers create", "transfers get",
     "accounts create", "accounts get", "accounts list",
+    "balance", "balance-transactions list", "balance-transactions get",
     "users me", "users update",
     "products create", "products get", "products reserve",
     "keys list", "keys create", "keys revoke",
@@ -95,7 +96,7 @@ def test_every_command_has_help():
         assert out.returncode == 0, (name, out.stderr)
         assert out.stdout.startswith(f"usage: payctl {name}"), (name, out.stdout)
         assert "--verbose" in out.stdout
-    for group in {c.split()[0] for c in COMMANDS}:
+    for group in {c.split()[0] for c in COMMANDS if " " in c}:  # a command of its own: balance
         out = payctl(None, group, "--help")
         assert out.returncode == 0 and f"usage: payctl {group} COMMAND" in out.stdout
 
@@ -387,6 +388,27 @@ def test_transfers_commands(alice, account):
     assert ok(alice, "transfers", "get", "--biz-seq", seq)["id"] == transfer["id"]
     assert ok(alice, "accounts", "get", other["id"])["balance"] == 300
     assert payctl(alice, "transfers", "get").returncode == 2
+
+
+def test_ledger_commands(alice):
+    a, b = alice.create_account(), alice.create_account()
+    payment = create_payment(alice, a, 1200)
+    assert ok(alice, "transfers", "create", "--biz-seq", "seq-" + os.urandom(4).hex(), "--from",
+              a["id"], "--to", b["id"], "--amount", "200", "--currency", "USD")
+    assert ok(alice, "balance", a["id"]) == {"object": "balance", "available": 1000,
+                                             "pending": 0, "currency": "USD"}
+    assert ok(alice, "balance", "--account", b["id"])["available"] == 200
+    mine = lines(payctl(alice, "balance-transactions", "list", "--account", a["id"],
+                        "--all").stdout)
+    assert sorted((t["type"], t["amount"]) for t in mine) == [("charge", 1200),
+                                                               ("transfer", -200)]
+    charge = lines(payctl(alice, "balance-transactions", "list", "--source", payment["id"],
+                          "--type", "charge").stdout)
+    assert [t["account_id"] for t in charge] == [a["id"]]
+    assert ok(alice, "balance-transactions", "get", charge[0]["id"]) == charge[0]
+    bad = payctl(alice, "balance-transactions", "list", "--type", "bonus")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["code"] == "invalid_parameter"
+    assert payctl(alice, "balance").returncode == 2
 
 
 def test_users_commands(alice):

@@ -69,7 +69,8 @@ def run(cluster, step, use_sim):
     t.join(60)
     if "a" not in answers:
         failures.append("A's client got no final answer")
-    books = chaos.Books(None, pg_cluster=cluster, pg_db=name, processor_db=processor_db)
+    books = chaos.Books(None, pg_cluster=cluster, pg_db=name, processor_db=processor_db,
+                        processor_url=sim.url if sim else None)
     acks = {idem: (answers["a"][0], answers["a"][2], body)} if "a" in answers else {}
     ids = {json.loads(v[2]).get("id") for v in answers.values()}
     if len(ids) != 1 or any(v[0] != 201 for v in answers.values()):

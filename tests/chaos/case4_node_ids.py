@@ -91,6 +91,9 @@ def main():
         cli_beside = 0
         failures.append(f"command line beside a SQLite serve failed: {e}")
     owner.stop()
+    # the books of both databases verify (no money moved: empty, and still whole)
+    for books in (chaos.Books(None, pg_cluster=cluster, pg_db=name), chaos.Books(lite)):
+        failures += chaos.ledger_verify(books)[0]
     print(f"case4 node ids: explicit_refused={int(explicit_refused)} auto_nodes={len(node_ids)} "
           f"ids={len(ids)} id_collisions={collisions} conflicts={conflicts} "
           f"cli_failures={len(cli_failures)} sqlite_second_serve_refused={int(lite_refused)} "

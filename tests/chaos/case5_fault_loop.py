@@ -123,12 +123,16 @@ def main():
     for got, expected, what in checks:
         if got != expected:
             failures.append(f"{what}: {got}, want {expected}")
+    ledger_failures, ledger = chaos.ledger_verify(books)
+    failures += ledger_failures
     clean.stop()
     print(f"case5 fault loop: keys={len(acks)} acks={sum(1 for a in acks.values() if a[0] == 201)} "
           f"kills={kills} faults={faults_hit} double_charges={double} lost_acks={lost} "
           f"orphans={orphans} voided={len(voided)} payments={payments} refunds={refunds} "
           f"transfers={transfers} reserved={reserved} "
-          f"database_unavailable={retried.count((503, 'database_unavailable'))}", flush=True)
+          f"database_unavailable={retried.count((503, 'database_unavailable'))} "
+          f"ledger_entries={ledger.get('ledger_entries')} "
+          f"ledger_violations={ledger.get('ledger_violations')}", flush=True)
     chaos.finish(failures)
 
 

@@ -178,8 +178,11 @@ def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None, 
 class Books:
     """Reads the database (SQLite file or PostgreSQL) and the processor's records."""
 
-    def __init__(self, db, pg_cluster=None, pg_db=None, processor_db=None):
+    def __init__(self, db, pg_cluster=None, pg_db=None, processor_db=None, processor_url=None):
+        """processor_url: the `payd processor-sim` the node charged through (its books are
+        read by `payd ledger verify --processor URL`); none: the builtin processor."""
         self.db, self.pg, self.pg_db, self.processor_db = db, pg_cluster, pg_db, processor_db
+        self.processor_url = processor_url
 
     def rows(self, sql):
         if self.pg:
@@ -207,6 +210,24 @@ class Books:
         voided = {r[0] for r in self.processor_rows(
             "SELECT charge_id FROM processor_refunds WHERE processor_key LIKE '%:void'")}
         return charged - voided, charged & voided
+
+
+def ledger_verify(books):
+    """`payd ledger verify` on the books (docs/ledger.md): (failures, figures). The processor's
+    side is the builtin processor's tables, or the processor-sim's answers."""
+    db = books.pg.url(books.pg_db) if books.pg else books.db
+    processor = books.processor_url or ("none" if books.processor_db else "builtin")
+    out = subprocess.run([PAYD, "ledger", "verify", "--db", db, "--processor", processor],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode not in (0, 1):
+        return [f"ledger verify failed to run ({out.returncode}): {out.stderr.strip()[-300:]}"], {}
+    summary = json.loads(out.stdout)
+    figures = {"ledger_entries": summary["entries"],
+               "ledger_violations": summary["violation_count"]}
+    if out.returncode == 0:
+        return [], figures
+    shown = "; ".join(json.dumps(v, sort_keys=True) for v in summary["violations"][:10])
+    return [f"ledger verify: {summary['violation_count']} violations: {shown}"], figures
 
 
 def wait_settled(books, timeout=60):
@@ -274,9 +295,12 @@ def check_payments(books, acks, base_urls, api_key, kills, extra=None, name="cha
         failures.append(f"{lost} acknowledgements lost or changed")
     if orphans:
         failures.append(f"{orphans} orphaned charges")
+    ledger_failures, ledger_figures = ledger_verify(books)
+    failures += ledger_failures
     figures = {"keys": len(acks), "acks": sum(1 for a in acks.values() if a[0] == 201),
                "kills": kills, "double_charges": double, "lost_acks": lost, "orphans": orphans,
                "payments": len(succeeded), "voided": len(voided)}
+    figures.update(ledger_figures)
     figures.update(extra or {})
     print(f"{name}: " + " ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
     return failures
@@ -392,7 +416,7 @@ def kill_loop_case(name, kills, clients=8, sim_args=None, pause=(0.5, 2.0), thin
     stop.set()
     for t in threads:
         t.join(180)
-    books = Books(db, processor_db=processor_db)
+    books = Books(db, processor_db=processor_db, processor_url=sim.url if sim else None)
     failures = check_payments(books, acks, [url], api_key, kills, name=name,
                               extra={"processor_kills": sim_kills} if sim else None)
     failures += errors

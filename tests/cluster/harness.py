@@ -235,6 +235,24 @@ class Haproxy:
             self.proc.wait(10)
 
 
+def verify_ledger(db_url, settle_s=30):
+    """`payd ledger verify` on the database (docs/ledger.md): exit 0, or an AssertionError with
+    its violations. A charge or refund still in flight when the load stopped is seen as a
+    violation until its key settles, so a dirty answer is asked again for up to settle_s."""
+    deadline = time.time() + settle_s
+    while True:
+        out = subprocess.run([PAYD, "ledger", "verify", "--db", db_url], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode in (0, 1), f"ledger verify failed to run: {out.stderr[-500:]}"
+        summary = json.loads(out.stdout)
+        if out.returncode == 0:
+            print(f"ledger verify: {summary['entries']} entries, 0 violations")
+            return summary
+        if time.time() > deadline:
+            raise AssertionError(f"ledger verify: {summary['violations'][:10]}")
+        time.sleep(0.5)
+
+
 class Cluster:
     def __init__(self, nodes=3, node_args=(), with_redis=True, max_connections=200):
         self.tmp = tempfile.mkdtemp(prefix="payd-cluster-")
@@ -263,6 +281,9 @@ class Cluster:
         out = subprocess.run([PAYD, *args, "--db", self.db_url], capture_output=True, text=True,
                              check=True)
         return json.loads(out.stdout)
+
+    def verify_ledger(self):
+        return verify_ledger(self.db_url)
 
     def new_user(self, rate_limit="100000/s"):
         u = self.cli("user", "create", "u" + uuid.uuid4().hex[:8], "--rate-limit", rate_limit)

@@ -101,5 +101,6 @@ def test_lost_sessions_answer_503_never_404():
         assert not unsafe, f"answers a client cannot retry safely: {unsafe[:5]}"
         rows = cl.pg.psql("SELECT count(*) FROM payments WHERE id IS NOT NULL", cl.db)
         assert int(rows) >= len(acked)
+        cl.verify_ledger()
     finally:
         cl.close()

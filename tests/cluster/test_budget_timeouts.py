@@ -98,6 +98,7 @@ def test_four_nodes_fit_a_small_max_connections_and_a_starved_node_is_not_ready(
             p.kill()
             p.wait()
         assert starved.wait_ready(10), "the starved node never became ready"
+        cl.verify_ledger()
     finally:
         for p in sleepers:
             if p.poll() is None:
@@ -161,6 +162,7 @@ def test_lock_and_pool_timeouts_answer_503_instead_of_waiting():
         # the stuck payment's retry, with its key, finishes it: one payment, one charge
         status, _, body = pay(node.port, key, acct["id"], idem=results["locked_key"])
         assert status in (201, 409), (status, body)
+        cl.verify_ledger()
     finally:
         if holder and holder.poll() is None:
             holder.kill()
@@ -186,5 +188,6 @@ def test_idle_connections_are_closed():
         time.sleep(2)
         assert node.ready()  # a connection taken and given back closes those idle too long
         assert per_node_connections(cl)["payd node 1"] <= 2, per_node_connections(cl)
+        cl.verify_ledger()
     finally:
         cl.close()

@@ -176,6 +176,7 @@ def run_failure_scenario(cl):
     charges = int(cl.pg.psql("SELECT count(*) FROM processor_charges", cl.db))
     payments = int(cl.pg.psql("SELECT count(*) FROM payments", cl.db))
     assert charges == payments, "a processor charge without its payment, or the reverse"
+    cl.verify_ledger()
 
     # the logs say what happened: each node lost the database and got it back
     for n in cl.nodes:
@@ -247,5 +248,6 @@ def test_shared_rate_limit_held_across_nodes_and_fails_open_without_redis():
                 break
             time.sleep(0.5)
         assert all(n.metric("payd_rate_limit_store_up") == 1 for n in cl.nodes)
+        cl.verify_ledger()
     finally:
         cl.close()

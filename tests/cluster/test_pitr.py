@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from harness import PAYD, Node, Postgres, free_port, pg, request
+from harness import PAYD, Node, Postgres, free_port, pg, request, verify_ledger
 
 
 class ArchivingPostgres(Postgres):
@@ -159,6 +159,7 @@ def test_restore_to_a_chosen_time_finds_exactly_the_payments_committed_before_it
                                   "SELECT count(*) FROM processor_charges", url],
                                  capture_output=True, text=True, check=True).stdout.strip()
         assert int(charges) == len(committed)
+        verify_ledger(url)  # the restored books are whole at the target time
         print(f"pitr: {len(before_backup)} before the base backup, {len(during_backup)} during, "
               f"{len(after_backup)} after it, {len(after_target)} after the target time: "
               f"{len(found)} restored, 0 missing, 0 extra")

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../api"))
-from conftest import BACKEND, Payd, free_port, fresh_server  # noqa: E402,F401
+from conftest import BACKEND, Payd, free_port, fresh_server, verify_ledger  # noqa: E402,F401
 from receiver import Receiver, sign  # noqa: E402
 
 FLAGS = ["--rate-limit", "100000/s", "--webhook-retry-scale", "0.0003", "--webhook-lease", "11s"]
@@ -167,6 +167,9 @@ def test_every_event_delivered_through_failures_and_kills(tmp_path):
                 assert unrecorded <= len(by_kill) + len(by_reuse), (
                     event_id, [(q["outcome"], q["at"]) for q in tries], tries_made, kills)
         assert rx.overlaps == [], rx.overlaps
+        # the money moved under the same kills adds up (docs/ledger.md)
+        summary = verify_ledger(nodes[0].db)
+        print(f"ledger verify: {summary['entries']} entries, 0 violations")
     finally:
         for n in nodes:
             n.stop()

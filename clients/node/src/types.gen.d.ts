@@ -460,3 +460,37 @@ export type WebhookRecovery = {
   /** Deliveries still retrying whose next attempt was moved to now. */
   brought_forward: number;
 };
+
+/** Balance transaction id: `txn_` and 13 lowercase Crockford base32 characters encoding a Snowflake id (ids sort by creation time). */
+export type BalanceTransactionId = string;
+
+/** Journal entry id: `je_` and 13 lowercase Crockford base32 characters. The lines of one entry (a transfer's two, for instance) share it. */
+export type JournalEntryId = string;
+
+export type Balance = {
+  object: "balance";
+  /** What the account holds; equals the account's `balance`. */
+  available: number;
+  /** Authorized and not yet captured. */
+  pending: number;
+  currency: Currency;
+};
+
+/** One line of a journal entry on one of the caller's accounts (docs/ledger.md). */
+export type BalanceTransaction = {
+  id: BalanceTransactionId;
+  object: "balance_transaction";
+  account_id: AccountId;
+  /** Signed minor units: positive raises the account. */
+  amount: number;
+  currency: Currency;
+  type: "charge" | "authorization" | "capture" | "release" | "refund" | "transfer";
+  /** The payment, refund or transfer that moved the money. */
+  source: string;
+  entry_id: JournalEntryId;
+  created_at: Timestamp;
+};
+
+export type BalanceTransactionList = List & {
+  data?: BalanceTransaction[];
+};

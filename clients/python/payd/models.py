@@ -76,6 +76,11 @@ __all__ = [
     "Redelivery",
     "WebhookRecover",
     "WebhookRecovery",
+    "BalanceTransactionId",
+    "JournalEntryId",
+    "Balance",
+    "BalanceTransaction",
+    "BalanceTransactionList",
 ]
 
 UserId = str
@@ -97,6 +102,8 @@ EventId = str
 WebhookEndpointId = str
 WebhookAttemptId = str
 EventType = Literal["account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created", "webhook_endpoint.disabled"]
+BalanceTransactionId = str
+JournalEntryId = str
 
 
 class Account(TypedDict):
@@ -515,3 +522,32 @@ class WebhookRecovery(TypedDict):
     since: Timestamp
     queued: int
     brought_forward: int
+
+
+class Balance(TypedDict):
+    object: Literal["balance"]
+    available: int
+    pending: int
+    currency: Currency
+
+
+class BalanceTransaction(TypedDict):
+    """One line of a journal entry on one of the caller's accounts (docs/ledger.md)."""
+
+    id: BalanceTransactionId
+    object: Literal["balance_transaction"]
+    account_id: AccountId
+    amount: int
+    currency: Currency
+    type: Literal["charge", "authorization", "capture", "release", "refund", "transfer"]
+    source: str
+    entry_id: JournalEntryId
+    created_at: Timestamp
+
+
+class BalanceTransactionList(TypedDict):
+    object: Literal["list"]
+    data: list[BalanceTransaction]
+    has_more: bool
+    next_cursor: str | None
+    prev_cursor: str | None

@@ -220,6 +220,36 @@ static void test_account_calls(void **state)
     finish(f);
 }
 
+static void test_ledger_calls(void **state)
+{
+    static const script_step steps[] = {
+        {.status = 200,
+         .body = "{\"object\":\"balance\",\"available\":5,\"pending\":0,\"currency\":\"USD\"}"},
+        {.status = 200, .body = "{\"id\":\"txn_1\"}"},
+        {.status = 200,
+         .body = "{\"object\":\"list\",\"data\":[{\"id\":\"txn_2\"}],\"has_more\":false,"
+                 "\"next_cursor\":null,\"prev_cursor\":null}"}};
+    fixture *f = start(steps, 3, NULL);
+    assert_int_equal(payd_balance_get(f->client, "acct_1", &f->result), PAYD_OK);
+    assert_string_equal(f->server.seen[0].method, "GET");
+    assert_string_equal(f->server.seen[0].path, "/v1/accounts/acct_1/balance");
+    assert_int_equal(payd_balance_transaction_get(f->client, "txn_1", &f->result), PAYD_OK);
+    assert_string_equal(f->server.seen[1].path, "/v1/balance_transactions/txn_1");
+    payd_param query[] = {{"account_id", "acct_1"}, {"type", "charge"}};
+    payd_list *list = payd_balance_transactions_list(f->client, query, 2);
+    const char *item;
+    assert_int_equal(payd_list_next(list, &item), PAYD_OK);
+    assert_string_equal(item, "{\"id\":\"txn_2\"}");
+    assert_int_equal(payd_list_next(list, &item), PAYD_OK);
+    assert_null(item);
+    assert_string_equal(f->server.seen[2].path, "/v1/balance_transactions");
+    assert_string_equal(f->server.seen[2].query, "account_id=acct_1&type=charge");
+    payd_list_close(list);
+    assert_int_equal(payd_balance_get(f->client, "", &f->result), PAYD_ERR_USAGE);
+    assert_int_equal(scripted_seen(&f->server), 3);
+    finish(f);
+}
+
 static void test_usage_errors_send_nothing(void **state)
 {
     fixture *f = start(NULL, 0, NULL);
@@ -327,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_a_decline_exposes_status_code_and_detail),
         cmocka_unit_test(test_operations_escape_ids_and_build_bodies),
         cmocka_unit_test(test_account_calls),
+        cmocka_unit_test(test_ledger_calls),
         cmocka_unit_test(test_usage_errors_send_nothing),
         cmocka_unit_test(test_retry_policy_is_validated),
         cmocka_unit_test(test_one_handle_per_thread_runs_in_parallel),

@@ -47,7 +47,7 @@ static void test_known_vectors(void **state)
 
 static void test_round_trip(void **state)
 {
-    static const char *prefixes[] = {"usr", "acct", "pay", "re", "ord", "tr", "prod", "rsv"};
+    static const char *prefixes[] = {"usr", "acct", "pay", "re", "ord", "tr", "prod", "rsv", "txn"};
     uint64_t edges[] = {0, 1, 31, 32, 1ULL << 62, (1ULL << 63) - 1, 1ULL << 63, UINT64_MAX};
     char s[ID_STR_MAX];
     uint64_t back;
