@@ -45,6 +45,14 @@ void id_generator_set_lease_until(id_generator *g, int64_t until_ms)
     pthread_mutex_unlock(&g->lock);
 }
 
+bool id_generator_leased(id_generator *g)
+{
+    pthread_mutex_lock(&g->lock);
+    bool leased = !g->lease_until_ms || g->clock(g->clock_ctx) < g->lease_until_ms;
+    pthread_mutex_unlock(&g->lock);
+    return leased;
+}
+
 void id_generator_set_node(id_generator *g, int node_id)
 {
     pthread_mutex_lock(&g->lock);

@@ -4,6 +4,7 @@
 #define PAYD_CORE_IDS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PAYD_EPOCH_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
@@ -37,6 +38,8 @@ void id_generator_set_node(id_generator *g, int node_id);
 /* The node id is leased (docs/concurrency.md): ids are issued only while the clock is before
  * until_ms, which the lease's renewals move forward. id_next answers ID_LEASE_LAPSED after it. */
 void id_generator_set_lease_until(id_generator *g, int64_t until_ms);
+/* Whether id_next would issue now as far as the lease goes (the clock is before its bound). */
+bool id_generator_leased(id_generator *g);
 
 /* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". */
 void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);

@@ -79,8 +79,8 @@ def pay(user, account, key=None, timeout=30):
     return user.post("/v1/payments", body, idem=key or os.urandom(8).hex(), timeout=timeout)
 
 
-def node_on(started, c, tmp_path, env=None):
-    db = c.url(c.new_database())
+def node_on(started, c, tmp_path, env=None, database=None):
+    db = c.url(database or c.new_database())
     return started(str(tmp_path), ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT_S}s"], env=env,
                 db=db)
 
@@ -196,3 +196,44 @@ def test_writes_resume_when_the_database_is_back_before_the_lease_runs_out(start
     assert node.proc.returncode == 0, node.read_log()[-1500:]
     assert took <= SHUTDOWN_TIMEOUT_S + 1, f"exited {took:.1f} s after SIGTERM"
     every_acknowledged_is_there(started, tmp_path, user, acknowledged)
+
+
+def test_a_charge_that_outlives_the_lease_answers_503_and_its_key_resumes(started, cluster,
+                                                                          tmp_path):
+    """The payment's record needs an id after its charge; with the node's lease lapsed meanwhile
+    it answers 503 at once instead of waiting for a renewal (which could hold the store's
+    writer), and the key stays in doubt: the retry records the same charge, once."""
+    database = cluster.new_database()
+    charge_sleep_s = LEASE_TTL_S - 2  # ends past the ids' bound (10 s after the last renewal)
+    node = node_on(started, cluster, tmp_path, database=database,
+                   env={"PAYD_FAULT": f"sleep@after-charge={charge_sleep_s * 1000}"})
+    user = node.create_user("lapsed")
+    account = user.create_account()
+    key = os.urandom(8).hex()
+    first = {}
+    client = threading.Thread(target=lambda: first.update(r=pay(user, account, key, timeout=60)))
+    client.start()
+    deadline = time.time() + 10
+    while '"at":"after-charge"' not in node.read_log():  # charged: now the lease may lapse
+        assert time.time() < deadline, node.read_log()[-1500:]
+        time.sleep(0.02)
+    pids = cluster_pids(cluster)
+    signal_all(pids, signal.SIGSTOP)
+    try:
+        time.sleep(charge_sleep_s + 1)  # the record asks for its id with the database away
+    finally:
+        signal_all(pids, signal.SIGCONT)
+    client.join(30)
+    r = first["r"]
+    assert r.status == 503, (r, node.read_log()[-1500:])
+    assert r.json["code"] == "database_unavailable" and r.header("Retry-After")
+    assert "lease lapsed" in r.json["detail"]
+    deadline = time.time() + 30
+    while r.status != 201 and time.time() < deadline:  # 503 until the lease is renewed
+        time.sleep(0.2)
+        r = pay(user, account, key)
+    assert r.status == 201, r
+    charges = cluster.psql("SELECT count(*) FROM processor_charges", database)
+    payments = cluster.psql("SELECT count(*) FROM payments", database)
+    assert (charges, payments) == ("1", "1")
+    assert sigterm_and_time(node) <= SHUTDOWN_TIMEOUT_S + 1

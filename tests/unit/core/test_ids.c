@@ -268,15 +268,18 @@ static void test_lease_bound(void **state)
     id_generator_set_node(&g, 42);
     id_generator_set_lease_until(&g, T0 + 10);
     uint64_t id, prev;
+    assert_true(id_generator_leased(&g));
     assert_int_equal(id_next(&g, &prev), 0);
     assert_int_equal(id_decode(prev).node_id, 42);
     clk.ms = T0 + 9;
     assert_int_equal(id_next(&g, &id), 0);
     clk.ms = T0 + 10;
+    assert_false(id_generator_leased(&g)); /* what /readyz reports */
     assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
     clk.ms = T0 + 5000;
     assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
     id_generator_set_lease_until(&g, T0 + 20000);
+    assert_true(id_generator_leased(&g));
     assert_int_equal(id_next(&g, &id), 0);
     assert_true(id > prev);
 }
