@@ -194,6 +194,10 @@ static const char *const migrations[] = {
     /* 11: `payd user disable` (server/user_admin.c): when the user was disabled, NULL while
      * enabled; a disabled user's keys authenticate nothing (node/auth.c) */
     "ALTER TABLE users ADD COLUMN disabled_at BIGINT;",
+    /* 12: each node id's high-water mark (node/lease.c, docs/concurrency.md): no id issued under
+     * it carries a later millisecond than last_ms, so a process that takes the id again, with
+     * its clock set back, never issues an id older than one issued before it */
+    "CREATE TABLE node_id_marks (node_id INTEGER PRIMARY KEY, last_ms BIGINT NOT NULL);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
