@@ -79,10 +79,10 @@ def pay(user, account, key=None, timeout=30):
     return user.post("/v1/payments", body, idem=key or os.urandom(8).hex(), timeout=timeout)
 
 
-def node_on(started, c, tmp_path, env=None, database=None):
+def node_on(started, c, tmp_path, env=None, database=None, args=()):
     db = c.url(database or c.new_database())
-    return started(str(tmp_path), ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT_S}s"], env=env,
-                db=db)
+    return started(str(tmp_path), ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT_S}s", *args],
+                   env=env, db=db)
 
 
 def sigterm_and_time(node):
@@ -205,8 +205,12 @@ def test_a_charge_that_outlives_the_lease_answers_503_and_its_key_resumes(starte
     writer), and the key stays in doubt: the retry records the same charge, once."""
     database = cluster.new_database()
     charge_sleep_s = LEASE_TTL_S - 2  # ends past the ids' bound (10 s after the last renewal)
+    # the key's lock runs out soon, so the retry takes it over even when its unlock, written
+    # while the database was stopped, failed; no recoverer settles it before the retry does
     node = node_on(started, cluster, tmp_path, database=database,
-                   env={"PAYD_FAULT": f"sleep@after-charge={charge_sleep_s * 1000}"})
+                   env={"PAYD_FAULT": f"sleep@after-charge={charge_sleep_s * 1000}"},
+                   args=["--idempotency-lock-timeout", "3s", "--processor-timeout", "1s",
+                         "--recovery-interval", "1h"])
     user = node.create_user("lapsed")
     account = user.create_account()
     key = os.urandom(8).hex()
@@ -229,7 +233,8 @@ def test_a_charge_that_outlives_the_lease_answers_503_and_its_key_resumes(starte
     assert r.json["code"] == "database_unavailable" and r.header("Retry-After")
     assert "lease lapsed" in r.json["detail"]
     deadline = time.time() + 30
-    while r.status != 201 and time.time() < deadline:  # 503 until the lease is renewed
+    # 503 until the lease is renewed, 409 until the key's lock runs out if its unlock failed
+    while r.status != 201 and time.time() < deadline:
         time.sleep(0.2)
         r = pay(user, account, key)
     assert r.status == 201, r
