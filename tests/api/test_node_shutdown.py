@@ -1,6 +1,8 @@
 """A node whose database stops answering: SIGTERM ends the process within --shutdown-timeout
 (plus a moment) whatever the database does, and nothing acknowledged is lost; a database back
-before the node-id lease runs out is written to again with no restart (docs/deployment.md).
+before the node-id lease runs out is written to again with no restart (docs/deployment.md); a
+payment whose record needs an id after the lease lapsed answers 503 at once and its key resumes
+(docs/concurrency.md, "Node ids: leases").
 
 PostgreSQL only: each test stops every process of a cluster of its own (pg_ctl stop, or SIGSTOP
 of the postmaster and all its children, as a paused machine would). SQLite's database is a file
