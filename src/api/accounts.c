@@ -82,7 +82,8 @@ step_result accounts_create(request *req, void *prepared)
     (void)prepared;
     new_account *n = arena_alloc(&req->arena, sizeof *n);
     *n = (new_account){.req = req, .in = req->input};
-    new_row_id(req, &n->id, &n->now);
+    if (!new_row_id_or_reply(req, &n->id, &n->now))
+        return STEP_DONE;
     return resource_commit_then_answer(req, insert_account, n, "account", NULL);
 }
 

@@ -156,7 +156,8 @@ step_result api_keys_create(request *req, void *prepared)
     job->req = req;
     uint64_t id;
     int64_t created_at;
-    new_row_id(req, &id, &created_at);
+    if (!new_row_id_or_reply(req, &id, &created_at))
+        return STEP_DONE;
     api_key_generate(&job->key, id, req->user.id, in->name, created_at);
     /* the Idempotency-Key, when sent, is claimed in this same job (commit_response_then) */
     return commit_response_then(req, insert_key, job, key_stored, NULL);

@@ -140,7 +140,8 @@ step_result orders_create(request *req, void *prepared)
     (void)prepared;
     new_order *o = arena_alloc(&req->arena, sizeof *o);
     *o = (new_order){.req = req, .in = req->input};
-    new_row_id(req, &o->id, &o->now);
+    if (!new_row_id_or_reply(req, &o->id, &o->now))
+        return STEP_DONE;
     return resource_commit_then_answer(req, insert_order, o, "order", NULL);
 }
 

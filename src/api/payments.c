@@ -378,7 +378,8 @@ static step_result recorded(request *req, void *arg)
 /* The payment, its account's credit, its events and the key's answer, in one commit. */
 static step_result record(request *req, payment *p)
 {
-    new_row_id(req, &p->id, &p->created_at);
+    if (!new_row_id_or_reply(req, &p->id, &p->created_at))
+        return STEP_DONE;
     return commit_response_then(req, record_payment, p, recorded, p);
 }
 

@@ -121,7 +121,8 @@ step_result products_create(request *req, void *prepared)
     const product_input *in = req->input;
     new_product *p = arena_alloc(&req->arena, sizeof *p);
     *p = (new_product){.req = req, .sku = in->sku, .name = in->name, .stock = in->stock};
-    new_row_id(req, &p->id, &p->now);
+    if (!new_row_id_or_reply(req, &p->id, &p->now))
+        return STEP_DONE;
     return resource_commit_then_answer(req, insert_product, p, "product", NULL);
 }
 
@@ -313,6 +314,7 @@ void reservations_prepare(request *req)
 step_result reservations_create(request *req, void *prepared)
 {
     reservation *r = prepared;
-    new_row_id(req, &r->id, &r->now);
+    if (!new_row_id_or_reply(req, &r->id, &r->now))
+        return STEP_DONE;
     return resource_commit_then_answer(req, reserve_stock, r, "reservation", "Idempotency-Key");
 }

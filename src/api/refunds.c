@@ -372,7 +372,8 @@ step_result refunds_create(request *req, void *prepared)
     }
     if (!refundable_or_reply(req, r, &rr->payment))
         return STEP_DONE;
-    new_row_id(req, &r->id, &r->created_at);
+    if (!new_row_id_or_reply(req, &r->id, &r->created_at))
+        return STEP_DONE;
     return commit_response_then(req, reserve_refund, r, reserved, r);
 }
 

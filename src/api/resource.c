@@ -203,10 +203,19 @@ db_status user_cap_full_or_reply(db_conn *db, request *req, const user_cap *c, i
     return DB_DONE;
 }
 
-void new_row_id(request *req, uint64_t *id, int64_t *created_at)
+bool new_row_id_or_reply(request *req, uint64_t *id, int64_t *created_at)
 {
-    *id = app_next_id(req->app);
+    if (!app_try_next_id(req->app, id)) {
+        /* the node id's lease lapsed (docs/concurrency.md): nothing was written for this
+         * request, and a key it claimed stays in doubt, so its retry resumes (docs/api.md) */
+        reply_header(req, "Retry-After", "1");
+        reply_error(req, ERR_DATABASE_UNAVAILABLE,
+                    "this node's id lease lapsed: the database did not answer its renewal in "
+                    "time; retry shortly");
+        return false;
+    }
     *created_at = created_at_of(*id);
+    return true;
 }
 
 void reply_not_stored(request *req, write_result w, const char *noun, const char *retry_with)

@@ -100,8 +100,10 @@ db_status user_cap_full_or_reply(db_conn *db, request *req, const user_cap *c, i
                                  bool *full);
 
 /* A new row's Snowflake id and its created_at: the millisecond the id carries, so (created_at,
- * id), the order lists use, is the order ids were issued in. */
-void new_row_id(request *req, uint64_t *id, int64_t *created_at);
+ * id), the order lists use, is the order ids were issued in. False, with 503
+ * database_unavailable and Retry-After answered, while the node id's lease is lapsed: it never
+ * waits for the renewal (it may run on the store's writer thread). */
+bool new_row_id_or_reply(request *req, uint64_t *id, int64_t *created_at);
 
 /* The answer to a create whose write job kept nothing (w: its result; WRITE_OK sets none, nor
  * does WRITE_FENCED: the answer is already what the key holds). retry_with names what a retry

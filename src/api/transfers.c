@@ -290,7 +290,8 @@ static step_result transferred(request *req, void *arg)
 step_result transfers_create(request *req, void *prepared)
 {
     transfer *t = prepared;
-    new_row_id(req, &t->id, &t->created_at);
+    if (!new_row_id_or_reply(req, &t->id, &t->created_at))
+        return STEP_DONE;
     return request_write_then(req, run_transfer, t, transferred);
 }
 

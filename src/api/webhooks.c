@@ -193,7 +193,8 @@ static step_result create_endpoint(request *req, void *arg)
     new_endpoint *e = arg;
     if (!url_allowed_or_reply(req, e->url))
         return STEP_DONE;
-    new_row_id(req, &e->id, &e->now);
+    if (!new_row_id_or_reply(req, &e->id, &e->now))
+        return STEP_DONE;
     if (webhook_secret_new(e->secret) != 0 ||
         webhook_secret_seal(req->app->cursor_key, e->id, e->secret, e->sealed) != 0) {
         reply_error(req, ERR_INTERNAL, "no randomness for the secret");

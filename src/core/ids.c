@@ -35,6 +35,7 @@ int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *cl
     g->clock_ctx = clock_ctx;
     g->max_drift_ms = DEFAULT_DRIFT;
     g->lease_until_ms = 0;
+    g->mark_ms = 0;
     return 0;
 }
 
@@ -43,6 +44,41 @@ void id_generator_set_lease_until(id_generator *g, int64_t until_ms)
     pthread_mutex_lock(&g->lock);
     g->lease_until_ms = until_ms;
     pthread_mutex_unlock(&g->lock);
+}
+
+bool id_generator_leased(id_generator *g)
+{
+    pthread_mutex_lock(&g->lock);
+    int64_t now = g->clock(g->clock_ctx);
+    bool leased =
+        (!g->lease_until_ms || now < g->lease_until_ms) && (!g->mark_ms || now <= g->mark_ms);
+    pthread_mutex_unlock(&g->lock);
+    return leased;
+}
+
+void id_generator_set_mark(id_generator *g, int64_t mark_ms)
+{
+    pthread_mutex_lock(&g->lock);
+    g->mark_ms = mark_ms;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void id_generator_floor(id_generator *g, int64_t mark_ms)
+{
+    pthread_mutex_lock(&g->lock);
+    if (g->last_ms < mark_ms) {
+        g->last_ms = mark_ms;
+        g->sequence = MAX_SEQ; /* the mark's ms may be used up: the next id takes a later one */
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+int64_t id_generator_last_ms(id_generator *g)
+{
+    pthread_mutex_lock(&g->lock);
+    int64_t last = g->last_ms;
+    pthread_mutex_unlock(&g->lock);
+    return last;
 }
 
 void id_generator_set_node(id_generator *g, int node_id)
@@ -70,12 +106,15 @@ int id_next(id_generator *g, uint64_t *out)
         ms++;
         seq = 0;
     }
-    /* The one rule: never run more than max_drift_ms ahead of the clock. A restart forgets last_ms,
-     * so ids stamped far in the future could be issued again once the clock reaches them. */
+    /* The one rule: never run more than max_drift_ms ahead of the clock. Ids stamped far in the
+     * future would be stamped again by a restart without a mark once the clock reaches them. */
     int64_t ahead;
     bool in_range = ms >= PAYD_EPOCH_MS && ms - PAYD_EPOCH_MS <= MAX_TIME;
+    bool near = in_range && !__builtin_sub_overflow(ms, now, &ahead) && ahead <= g->max_drift_ms;
     int rc = -1;
-    if (in_range && !__builtin_sub_overflow(ms, now, &ahead) && ahead <= g->max_drift_ms) {
+    if (near && g->mark_ms && ms > g->mark_ms) {
+        rc = ID_LEASE_LAPSED; /* past the mark the database holds for us: until the renewal */
+    } else if (near) {
         g->last_ms = ms;
         g->sequence = seq;
         *out = (uint64_t)(ms - PAYD_EPOCH_MS) << (NODE_BITS + SEQ_BITS) |

@@ -4,6 +4,7 @@
 #define PAYD_CORE_IDS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PAYD_EPOCH_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
@@ -21,6 +22,7 @@ typedef struct id_generator {
     void *clock_ctx;
     int64_t max_drift_ms; /* how far ahead of the clock we may run before refusing (default 5000) */
     int64_t lease_until_ms; /* 0: no bound; else no id is issued once the clock reaches it */
+    int64_t mark_ms; /* 0: no bound; else no id carries a later ms (the node id's stored mark) */
 } id_generator;
 
 /* clock NULL = realtime; node 0..1023 else -1 */
@@ -28,7 +30,8 @@ int id_generator_init(id_generator *g, int node_id, ids_clock_fn clock, void *cl
 
 /* Thread-safe; 0 ok. -1 when issuing would need a timestamp more than max_drift_ms ahead of the
  * clock (the clock went back that far, or the sequence ran out too often), or when the clock is
- * outside the 41-bit range (before 2026 or after 2095). Never issues a duplicate or smaller id. */
+ * outside the 41-bit range (before 2026 or after 2095). ID_LEASE_LAPSED past the lease or the
+ * mark (below). Never issues a duplicate or smaller id. */
 int id_next(id_generator *g, uint64_t *out);
 /* Issues a node id's ids for the generator (0..1023), for a lease taken after init. */
 void id_generator_set_node(id_generator *g, int node_id);
@@ -37,6 +40,20 @@ void id_generator_set_node(id_generator *g, int node_id);
 /* The node id is leased (docs/concurrency.md): ids are issued only while the clock is before
  * until_ms, which the lease's renewals move forward. id_next answers ID_LEASE_LAPSED after it. */
 void id_generator_set_lease_until(id_generator *g, int64_t until_ms);
+/* Whether id_next would issue now as far as the lease goes: the clock is before its bound and
+ * before the mark (below). */
+bool id_generator_leased(id_generator *g);
+
+/* The node id's high-water mark (docs/concurrency.md): every id issued under it, by this
+ * process or one before, carries a millisecond at or before the mark kept in the database.
+ * set_mark: the mark just stored; id_next answers ID_LEASE_LAPSED rather than issue an id
+ * stamped later (0: no bound). floor: the mark found when the id was taken; every id from now
+ * on is stamped after it, borrowing milliseconds ahead of a clock behind it within
+ * max_drift_ms as id_next always does. last_ms: the newest id's millisecond, INT64_MIN if
+ * none was issued and no floor set. */
+void id_generator_set_mark(id_generator *g, int64_t mark_ms);
+void id_generator_floor(id_generator *g, int64_t mark_ms);
+int64_t id_generator_last_ms(id_generator *g);
 
 /* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". */
 void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);

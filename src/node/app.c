@@ -3,14 +3,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/log.h"
 #include "node/lease.h"
 
-bool app_ids_ready(const app *a)
+bool app_ids_ready(app *a)
 {
-    return !a->lease || lease_held(a->lease);
+    return (!a->lease || lease_held(a->lease)) && id_generator_leased(&a->ids);
 }
 
 bool app_ready(app *a, const char **why)
@@ -20,15 +19,18 @@ bool app_ready(app *a, const char **why)
     bool answers = st && db_step(st) == DB_ROW;
     db_done(st);
     bool writes = !store_writes_failing(a->store);
-    bool ids = app_ids_ready(a);
+    bool held = !a->lease || lease_held(a->lease);
+    bool leased = id_generator_leased(&a->ids);
     if (why)
         *why = !answers  ? (db_thread_failure() == DB_FAILURE_TIMEOUT
                                 ? "no database connection came free in time"
                                 : "the database cannot be reached")
                : !writes ? "the database's writes are failing (a full disk, an I/O error)"
-               : !ids    ? "this node does not hold its node id"
+               : !held   ? "this node does not hold its node id"
+               : !leased ? "this node's node id lease lapsed: its renewal has not reached the "
+                           "database in time"
                          : NULL;
-    return answers && writes && ids;
+    return answers && writes && held && leased;
 }
 
 bool app_answers_by_event(const app *a)
@@ -44,6 +46,10 @@ bool app_orders_processor_keys(const app *a)
 
 bool app_try_next_id(app *a, uint64_t *id)
 {
+    /* A lapsed node-id lease (its renewal did not reach the database in time): no id, at once.
+     * Waiting for the renewal here could park the store's writer (a payment's record runs where
+     * its charge's commit ended) and every request queued behind it, with the database away
+     * for good. The caller answers 503 and a claimed key stays in doubt for the retry. */
     int rc = id_next(&a->ids, id);
     if (rc == ID_LEASE_LAPSED)
         return false;
@@ -54,21 +60,4 @@ bool app_try_next_id(app *a, uint64_t *id)
         abort();
     }
     return true;
-}
-
-uint64_t app_next_id(app *a)
-{
-    uint64_t id;
-    bool told = false;
-    /* A lapsed node-id lease: wait for the renewal (the database is probably away, so the
-     * request could not commit anyway). If another node took the id, the renewal ends the
-     * process; ids are never issued under an id we may no longer hold. */
-    while (!app_try_next_id(a, &id)) {
-        if (!told)
-            log_msg("error", "node id lease lapsed; waiting for its renewal before issuing ids");
-        told = true;
-        struct timespec pause = {0, 20 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    return id;
 }

@@ -39,8 +39,9 @@ typedef struct app {
                            * and sent, or left by their client */
 } app;
 
-/* Whether this node holds its node id, so it can issue ids (and so write). */
-bool app_ids_ready(const app *a);
+/* Whether this node holds its node id and its lease has not lapsed, so it can issue ids (and
+ * so write). */
+bool app_ids_ready(app *a);
 /* Whether this node can take traffic (GET /readyz, and systemd's READY=1): it can get a
  * database connection now, the database answers on it, its writes succeed and it holds its
  * node id. When not, *why (if given) says which, in words for a 503's detail. */
@@ -51,11 +52,9 @@ bool app_answers_by_event(const app *a);
 /* Whether a new claim may take the time-ordered processor key scheme: no node of an older
  * release, which derives every processor key the old way, is live. */
 bool app_orders_processor_keys(const app *a);
-/* A new Snowflake id; aborts only if the clock went back further than the generator can absorb.
- * While the node-id lease is lapsed it waits for the renewal. */
-uint64_t app_next_id(app *a);
-/* The same without waiting: false while the lease is lapsed. A write job asks this way, for the
- * renewal may be queued behind the very batch the job runs in. */
+/* A new Snowflake id, or false while the node-id lease is lapsed: it never waits for the
+ * renewal, which may be queued behind the very batch the caller runs in, or never come (the
+ * database is away). Aborts only if the clock went back further than the generator absorbs. */
 bool app_try_next_id(app *a, uint64_t *id);
 
 #endif

@@ -21,6 +21,9 @@
 #define LEASE_RENEW_MS  3000
 #define LEASE_MARGIN_MS 5000 /* also covers clock skew between nodes up to this much */
 #define NODE_AUTO       (-1)
+/* The longest a start waits for a clock behind its node id's high-water mark (the newest ms an
+ * id was stamped with, kept in node_id_marks) to pass it; further behind, it refuses to start. */
+#define CLOCK_WAIT_MAX_MS LEASE_TTL_MS
 
 typedef struct node_lease node_lease;
 

@@ -484,8 +484,21 @@ static bool dispatch(request *req, const char *body, size_t len, bool too_large)
         }
     }
     if (req->route->start) {
-        req->runner = &pipeline_runner;
         atomic_fetch_add(&a->in_flight, 1);
+        if (atomic_load(&a->shutting_down)) {
+            /* the stop began while this request was checked and prepared (reads that may wait
+             * on a slow database): it set shutting_down before it counted in_flight, so either
+             * it waits for this request or this request sees it, and never suspends a
+             * connection the stopping server would find */
+            atomic_fetch_sub(&a->in_flight, 1);
+            reply_header(req, "Retry-After", "1");
+            reply_error(req, ERR_SHUTTING_DOWN,
+                        "the server is shutting down; retry on another node");
+            idem_forget(req);
+            run_step(req, NULL);
+            return false;
+        }
+        req->runner = &pipeline_runner;
         http_exchange_suspend(req->exchange);
         bool claim_first = req->idem && !(flags & ROUTE_CLAIM_IN_WRITE);
         if (req->idem && !claim_first)

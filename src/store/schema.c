@@ -242,6 +242,10 @@ static const char *const migrations[] = {
     "    WHERE status = 'succeeded'"
     "    UNION ALL SELECT id, 1, to_account, 'available', amount FROM transfers"
     "    WHERE status = 'succeeded') l ON l.entry_id = e.id;",
+    /* 13: each node id's high-water mark (node/lease.c, docs/concurrency.md): no id issued under
+     * it carries a later millisecond than last_ms, so a process that takes the id again, with
+     * its clock set back, never issues an id older than one issued before it */
+    "CREATE TABLE node_id_marks (node_id INTEGER PRIMARY KEY, last_ms BIGINT NOT NULL);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

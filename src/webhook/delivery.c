@@ -474,6 +474,16 @@ static void collect_finished(void)
             continue;
         attempt *t;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        uint64_t record_id;
+        if (!app_try_next_id(W.a, &record_id)) {
+            /* the node id's lease lapsed, so no row can be written: abandoned as at a stop, its
+             * lease runs out and the attempt is made again */
+            end_transfer(t);
+            load_of(t->endpoint_id)->in_flight--;
+            W.in_flight--;
+            free(t);
+            continue;
+        }
         curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->status);
         t->latency_ms = (monotonic_ns() - t->started_ns) / 1000000;
         t->delivered = webhook_attempt_delivered(&t->guard, msg->data.result, t->status);
@@ -482,7 +492,7 @@ static void collect_finished(void)
         observe(&stats.attempt, t->latency_ms * 1000);
         if (t->delivered)
             observe(&stats.lag, now_us() - t->event_created_us);
-        t->record_id = app_next_id(W.a);
+        t->record_id = record_id;
         end_transfer(t);
         load_of(t->endpoint_id)->in_flight--;
         W.in_flight--;
@@ -569,10 +579,11 @@ static void claim(void)
     bool wake = since_ns >= WAKE_CLAIM_MS * 1000000LL && atomic_exchange(&W.wake, false);
     if (!wake && !W.more_due && !full_endpoint_has_room() && since_ns < IDLE_POLL_MS * 1000000LL)
         return;
+    if (!app_try_next_id(W.a, &j.lease_id))
+        return; /* the node id's lease lapsed: nothing is claimed until it is renewed */
     W.last_claim_ns = now_ns;
     j.now_us = now_us();
     j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
-    j.lease_id = app_next_id(W.a);
     int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
     j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
     if (store_write(W.a->store, claim_due, &j) != 0) {

@@ -1,6 +1,8 @@
 """A node whose database stops answering: SIGTERM ends the process within --shutdown-timeout
 (plus a moment) whatever the database does, and nothing acknowledged is lost; a database back
-before the node-id lease runs out is written to again with no restart (docs/deployment.md).
+before the node-id lease runs out is written to again with no restart (docs/deployment.md); a
+payment whose record needs an id after the lease lapsed answers 503 at once and its key resumes
+(docs/concurrency.md, "Node ids: leases").
 
 PostgreSQL only: each test stops every process of a cluster of its own (pg_ctl stop, or SIGSTOP
 of the postmaster and all its children, as a paused machine would). SQLite's database is a file
@@ -79,10 +81,10 @@ def pay(user, account, key=None, timeout=30):
     return user.post("/v1/payments", body, idem=key or os.urandom(8).hex(), timeout=timeout)
 
 
-def node_on(started, c, tmp_path, env=None):
-    db = c.url(c.new_database())
-    return started(str(tmp_path), ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT_S}s"], env=env,
-                db=db)
+def node_on(started, c, tmp_path, env=None, database=None, args=()):
+    db = c.url(database or c.new_database())
+    return started(str(tmp_path), ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT_S}s", *args],
+                   env=env, db=db)
 
 
 def sigterm_and_time(node):
@@ -196,3 +198,49 @@ def test_writes_resume_when_the_database_is_back_before_the_lease_runs_out(start
     assert node.proc.returncode == 0, node.read_log()[-1500:]
     assert took <= SHUTDOWN_TIMEOUT_S + 1, f"exited {took:.1f} s after SIGTERM"
     every_acknowledged_is_there(started, tmp_path, user, acknowledged)
+
+
+def test_a_charge_that_outlives_the_lease_answers_503_and_its_key_resumes(started, cluster,
+                                                                          tmp_path):
+    """The payment's record needs an id after its charge; with the node's lease lapsed meanwhile
+    it answers 503 at once instead of waiting for a renewal (which could hold the store's
+    writer), and the key stays in doubt: the retry records the same charge, once."""
+    database = cluster.new_database()
+    charge_sleep_s = LEASE_TTL_S - 2  # ends past the ids' bound (10 s after the last renewal)
+    # the key's lock runs out soon, so the retry takes it over even when its unlock, written
+    # while the database was stopped, failed; no recoverer settles it before the retry does
+    node = node_on(started, cluster, tmp_path, database=database,
+                   env={"PAYD_FAULT": f"sleep@after-charge={charge_sleep_s * 1000}"},
+                   args=["--idempotency-lock-timeout", "3s", "--processor-timeout", "1s",
+                         "--recovery-interval", "1h"])
+    user = node.create_user("lapsed")
+    account = user.create_account()
+    key = os.urandom(8).hex()
+    first = {}
+    client = threading.Thread(target=lambda: first.update(r=pay(user, account, key, timeout=60)))
+    client.start()
+    deadline = time.time() + 10
+    while '"at":"after-charge"' not in node.read_log():  # charged: now the lease may lapse
+        assert time.time() < deadline, node.read_log()[-1500:]
+        time.sleep(0.02)
+    pids = cluster_pids(cluster)
+    signal_all(pids, signal.SIGSTOP)
+    try:
+        time.sleep(charge_sleep_s + 1)  # the record asks for its id with the database away
+    finally:
+        signal_all(pids, signal.SIGCONT)
+    client.join(30)
+    r = first["r"]
+    assert r.status == 503, (r, node.read_log()[-1500:])
+    assert r.json["code"] == "database_unavailable" and r.header("Retry-After")
+    assert "lease lapsed" in r.json["detail"]
+    deadline = time.time() + 30
+    # 503 until the lease is renewed, 409 until the key's lock runs out if its unlock failed
+    while r.status != 201 and time.time() < deadline:
+        time.sleep(0.2)
+        r = pay(user, account, key)
+    assert r.status == 201, r
+    charges = cluster.psql("SELECT count(*) FROM processor_charges", database)
+    payments = cluster.psql("SELECT count(*) FROM payments", database)
+    assert (charges, payments) == ("1", "1")
+    assert sigterm_and_time(node) <= SHUTDOWN_TIMEOUT_S + 1

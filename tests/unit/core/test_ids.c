@@ -268,17 +268,53 @@ static void test_lease_bound(void **state)
     id_generator_set_node(&g, 42);
     id_generator_set_lease_until(&g, T0 + 10);
     uint64_t id, prev;
+    assert_true(id_generator_leased(&g));
     assert_int_equal(id_next(&g, &prev), 0);
     assert_int_equal(id_decode(prev).node_id, 42);
     clk.ms = T0 + 9;
     assert_int_equal(id_next(&g, &id), 0);
     clk.ms = T0 + 10;
+    assert_false(id_generator_leased(&g)); /* what /readyz reports */
     assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
     clk.ms = T0 + 5000;
     assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
     id_generator_set_lease_until(&g, T0 + 20000);
+    assert_true(id_generator_leased(&g));
     assert_int_equal(id_next(&g, &id), 0);
     assert_true(id > prev);
+}
+
+/* The node id's high-water mark: nothing stamped after the mark stored, nothing at or before
+ * the mark found when the id was taken, even with the clock behind it. */
+static void test_mark_and_floor(void **state)
+{
+    fake_clock clk = {T0};
+    id_generator g;
+    assert_int_equal(id_generator_init(&g, 3, fake_now, &clk), 0);
+    assert_true(id_generator_last_ms(&g) == INT64_MIN);
+    id_generator_floor(&g, T0 + 2000); /* issued up to 2 s ahead of this clock before */
+    id_generator_set_mark(&g, T0 + 5000);
+    uint64_t id, prev = 0;
+    for (int i = 0; i < 5000; i++) { /* the clock stands still: ms are borrowed past the floor */
+        assert_int_equal(id_next(&g, &id), 0);
+        assert_true(id_decode(id).unix_ms > T0 + 2000);
+        assert_true(id > prev);
+        prev = id;
+    }
+    assert_int_equal(id_decode(id).unix_ms, T0 + 2002);
+    assert_true(id_generator_last_ms(&g) == T0 + 2002);
+    clk.ms = T0 + 5000;
+    assert_int_equal(id_next(&g, &id), 0);
+    assert_int_equal(id_decode(id).unix_ms, T0 + 5000);
+    assert_true(id_generator_leased(&g));
+    clk.ms = T0 + 5001; /* past the mark: until a renewal moves it */
+    assert_false(id_generator_leased(&g));
+    assert_int_equal(id_next(&g, &id), ID_LEASE_LAPSED);
+    id_generator_set_mark(&g, T0 + 10000);
+    assert_int_equal(id_next(&g, &id), 0);
+    assert_int_equal(id_decode(id).unix_ms, T0 + 5001);
+    id_generator_floor(&g, T0); /* a floor never moves the generator back */
+    assert_true(id_generator_last_ms(&g) == T0 + 5001);
 }
 
 static void test_sequence_exhaustion(void **state)
@@ -365,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_clock_goes_back),
         cmocka_unit_test(test_sequence_exhaustion),
         cmocka_unit_test(test_lease_bound),
+        cmocka_unit_test(test_mark_and_floor),
         cmocka_unit_test(test_borrowing_is_bounded),
         cmocka_unit_test(test_clock_outside_range),
     };
