@@ -194,6 +194,14 @@ static const char *const migrations[] = {
     /* 11: `payd user disable` (server/user_admin.c): when the user was disabled, NULL while
      * enabled; a disabled user's keys authenticate nothing (node/auth.c) */
     "ALTER TABLE users ADD COLUMN disabled_at BIGINT;",
+    /* 12: the recoverer's index holds the open keys only (docs/operations.md, "Retention"). The
+     * index on (state, locked_at) held every key, and the sweeper's query filtered every
+     * finished key through it (a scan of the whole table inside the writer's transaction, every
+     * pass, growing with the table) instead of walking idempotency_keys_age; a settled key now
+     * leaves this index instead of moving inside it. */
+    "DROP INDEX idempotency_keys_open;"
+    "CREATE INDEX idempotency_keys_open ON idempotency_keys (locked_at)"
+    "  WHERE state IN ('started', 'in_doubt');",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
