@@ -592,6 +592,8 @@ static int cmd_serve(int argc, char **argv)
                          .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
                          .idle_timeout_ms = a.cfg.db_idle_timeout_ms,
                          .no_prepare = !a.cfg.db_prepare,
+                         .sqlite_cache_mb = (int)a.cfg.sqlite_cache_mb,
+                         .sqlite_mmap_mb = (int)a.cfg.sqlite_mmap_mb,
                          .application_name = application_name,
                          .wait_for_database = true,
                          .on_first_connect = load_server_secret,

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/ids.h"
+#include "core/log.h"
 #include "core/timefmt.h"
 
 /* One chunk's statement: SQLite deletes by rowid (one b-tree probe per row), PostgreSQL by the
@@ -86,30 +87,50 @@ static void pause_between_chunks(void)
     nanosleep(&pause, NULL);
 }
 
+/* One line per prune that deleted something: what, how many rows, in how many write jobs. */
+static void log_pruned(const char *what, int64_t rows, int64_t chunks)
+{
+    if (rows == 0)
+        return;
+    jsonw w;
+    log_begin(&w, "info", "pruned");
+    jw_key(&w, "what");
+    jw_string(&w, what);
+    jw_key(&w, "rows");
+    jw_int(&w, rows);
+    jw_key(&w, "chunks");
+    jw_int(&w, chunks);
+    jw_key(&w, "chunk_rows");
+    jw_int(&w, PRUNE_CHUNK_ROWS);
+    log_end(&w);
+}
+
 /* Chunk after chunk until every table's came back short (nothing more is due), a chunk fails
  * (the next prune tries again) or *stop. */
-static int64_t prune(store *s, chunk_job *j, const atomic_bool *stop)
+static int64_t prune(store *s, const char *what, chunk_job *j, const atomic_bool *stop)
 {
-    int64_t total = 0;
+    int64_t total = 0, chunks = 0;
     for (int i = 0; i < j->count; i++)
         j->due[i] = true;
     for (;;) {
         if (store_write(s, delete_chunk, j) != 0)
             break;
         total += j->deleted;
+        chunks++;
         for (int i = 0; i < j->count; i++)
             j->due[i] = j->full[i];
         if (!any_due(j) || (stop && atomic_load(stop)))
             break;
         pause_between_chunks();
     }
+    log_pruned(what, total, chunks);
     return total;
 }
 
 int64_t store_prune_expired_keys(store *s, int64_t expired_before, const atomic_bool *stop)
 {
     chunk_job j = {.sql = &expired_keys, .count = 1, .bound = {expired_before}};
-    return prune(s, &j, stop);
+    return prune(s, "expired idempotency keys", &j, stop);
 }
 
 int64_t store_prune_events(store *s, int64_t before, const atomic_bool *stop)
@@ -118,7 +139,7 @@ int64_t store_prune_events(store *s, int64_t before, const atomic_bool *stop)
     int64_t ms = before / 1000 - PAYD_EPOCH_MS;
     int64_t first_id = ms > 0 ? ms << 22 : 0;
     chunk_job j = {.sql = event_tables, .count = 3, .bound = {first_id, before, first_id}};
-    return prune(s, &j, stop);
+    return prune(s, "events, finished deliveries and attempts", &j, stop);
 }
 
 /* ---- the pruner thread ---- */
