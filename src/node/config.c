@@ -119,7 +119,7 @@ static const config_option options[] = {
     {"sqlite-cache-mb", OPT_INT, FIELD(sqlite_cache_mb), "16", 1, 1048576,
      "SQLite: page cache of each reader connection (one per thread that reads), in MB; the "
      "writer keeps 8 MB"},
-    {"sqlite-mmap-mb", OPT_INT, FIELD(sqlite_mmap_mb), "1024", 0, 1048576,
+    {"sqlite-mmap-mb", OPT_INT, FIELD(sqlite_mmap_mb), "0", 0, 1048576,
      "SQLite: how much of the database file every connection reads through a memory map, in MB "
      "(0: none; the kernel's page cache then serves reads by copying)"},
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
