@@ -9,9 +9,11 @@
 #include "core/timefmt.h"
 
 /* One chunk's statement: SQLite deletes by rowid (one b-tree probe per row), PostgreSQL by the
- * table's key. Each inner SELECT walks an index in age order and stops at the chunk's size:
- * the sweeper's old query filtered every finished key through an index on state, a scan of the
- * whole table held inside the writer's transaction every pass (docs/operations.md). */
+ * table's key, skipping rows another transaction holds (a request re-claiming an expired key,
+ * another node's pruner), so nodes pruning at once share the work instead of waiting on it. Each
+ * inner SELECT walks an index in age order and stops at the chunk's size: the sweeper's old query
+ * filtered every finished key through an index on state, a scan of the whole table held inside the
+ * writer's transaction every pass (docs/operations.md). */
 typedef struct prune_sql {
     const char *sqlite, *postgres;
 } prune_sql;
@@ -21,23 +23,24 @@ static const prune_sql expired_keys = {
     "WHERE claimed_at < $1 AND state IN ('completed', 'released') ORDER BY claimed_at LIMIT $2)",
     "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN (SELECT user_id, idem_key "
     "FROM idempotency_keys WHERE claimed_at < $1 AND state IN ('completed', 'released') "
-    "ORDER BY claimed_at LIMIT $2)",
+    "ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
 };
 
 /* events, finished deliveries (their finishing time is in next_attempt_at) and attempts;
  * Snowflake ids carry their time, so a primary key is an age index */
 static const prune_sql event_tables[] = {
     {"DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < $1 ORDER BY id LIMIT $2)",
-     "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < $1 ORDER BY id LIMIT $2)"},
+     "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < $1 ORDER BY id LIMIT $2 "
+     "FOR UPDATE SKIP LOCKED)"},
     {"DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries "
      "WHERE status IN ('delivered', 'failed') AND next_attempt_at < $1 LIMIT $2)",
      "DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN (SELECT endpoint_id, "
      "event_id FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
-     "AND next_attempt_at < $1 LIMIT $2)"},
+     "AND next_attempt_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)"},
     {"DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE id < $1 "
      "ORDER BY id LIMIT $2)",
      "DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE id < $1 "
-     "ORDER BY id LIMIT $2)"},
+     "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)"},
 };
 
 #define PRUNE_MAX_TABLES 3
