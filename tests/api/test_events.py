@@ -452,7 +452,7 @@ def test_retention_sweeps_old_events(fresh_server):
     assert len(all_events(u)) == 1
     time.sleep(1.2)
     s.stop()
-    s.start(port=s.port)  # the sweeper runs at start, then every minute
+    s.start(port=s.port)  # the pruner runs at start, then every --recovery-interval
     u.create_account()
     deadline = time.time() + 10
     while len(all_events(u)) != 1 and time.time() < deadline:
