@@ -15,8 +15,9 @@ test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;
-  # libh2o-evloop-dev: the second HTTP library bench/library_ceiling.sh measures
-  bench) wanted=("${build[@]}" wrk nginx-light libh2o-evloop-dev) ;;
+  # libh2o-evloop-dev: the second HTTP library bench/library_ceiling.sh measures; gnuplot-nox
+  # and sqlite3: bench/sustain's plot and database queries, bench/bytes_per_payment's dbstat
+  bench) wanted=("${build[@]}" wrk nginx-light libh2o-evloop-dev gnuplot-nox sqlite3) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 missing=()

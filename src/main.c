@@ -34,6 +34,7 @@
 #include "server/ledger_verify.h"
 #include "server/user_admin.h"
 #include "store/backup.h"
+#include "store/prune.h"
 #include "webhook/delivery.h"
 
 /* The usage goes to stdout when asked for (--help), to stderr after a mistake. */
@@ -598,6 +599,8 @@ static int cmd_serve(int argc, char **argv)
                          .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
                          .idle_timeout_ms = a.cfg.db_idle_timeout_ms,
                          .no_prepare = !a.cfg.db_prepare,
+                         .sqlite_cache_mb = (int)a.cfg.sqlite_cache_mb,
+                         .sqlite_mmap_mb = (int)a.cfg.sqlite_mmap_mb,
                          .application_name = application_name,
                          .wait_for_database = true,
                          .on_first_connect = load_server_secret,
@@ -665,6 +668,14 @@ static int cmd_serve(int argc, char **argv)
     idem_recovery_hooks recovery_hooks = {
         .routes = payd_routes, .route_count = payd_route_count, .run_step = run_step};
     idem_recovery_start(&a, &recovery_hooks);
+    /* expired keys and old events, in bounded chunks beside the requests (store/prune.h) */
+    prune_schedule retention = {.interval_ms = a.cfg.recovery_interval_ms,
+                                .key_ttl_ms = a.cfg.idempotency_ttl_ms,
+                                .event_retention_ms = a.cfg.event_retention_ms};
+    if (store_pruner_start(a.store, &retention) != 0) {
+        refuse_start("cannot start the retention pruner");
+        return 1;
+    }
     if (webhook_worker_start(&a) != 0) {
         refuse_start("cannot start the webhook delivery worker");
         return 1;
@@ -693,6 +704,7 @@ static int cmd_serve(int argc, char **argv)
     pipeline_stop(&a);
     event_waiters_stop();
     idem_recovery_stop();
+    store_pruner_stop();
     webhook_worker_stop();
     lease_release(lease);
     store_release_reader(a.store); /* the main thread's, from the readiness checks */

@@ -394,15 +394,17 @@ step_result idem_claim_then(request *req, request_step next, void *next_ctx)
  * that shows a secret keeps its answer without the secret). When an event of the same job recorded
  * this very body as its data (a payment's 201), the key names that event instead of keeping a
  * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
- * event. */
+ * event. The request's body goes: only the recoverer reads it, and only of an open key (a retry
+ * is judged by the fingerprint; a re-claim writes its own). */
 static int store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
     uint64_t event = app_answers_by_event(req->app) ? req->resp_event : 0;
     return FENCED_WRITE(db,
                         "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
-                        "response_status = $3, response_location = $4, response_body = $5, "
-                        "response_event = $7 WHERE user_id = $1 AND idem_key = $2 AND fence = $6",
+                        "request_body = NULL, response_status = $3, response_location = $4, "
+                        "response_body = $5, response_event = $7 WHERE user_id = $1 AND idem_key = "
+                        "$2 AND fence = $6",
                         "isissiz", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
                         location,
                         event                 ? NULL

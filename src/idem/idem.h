@@ -69,10 +69,10 @@ typedef struct idem_recovery_hooks {
     void (*run_step)(request *req, route_handler step);
 } idem_recovery_hooks;
 
-/* The background recoverer and sweeper (runs every --recovery-interval). */
+/* The background recoverer (runs every --recovery-interval; expired keys are store/prune.c's). */
 void idem_recovery_start(struct app *a, const idem_recovery_hooks *hooks);
 void idem_recovery_stop(void);
-/* One pass, for tests and for shutdown: sweeps expired keys, finishes keys left in doubt. */
+/* One pass, for tests and for shutdown: finishes keys left in doubt. */
 void idem_recovery_pass(struct app *a, const idem_recovery_hooks *hooks);
 
 #endif

@@ -1,4 +1,4 @@
-/* The recoverer and the sweeper, one background thread.
+/* The recoverer, one background thread.
  *
  * Recoverer: a key still `started` past the lock timeout (its server died mid-request), or left
  * `in_doubt` by a processor timeout for longer than the lock timeout with no client retry, is
@@ -13,8 +13,8 @@
  * same charge) is left to it; one a payment carries is done; any other is refunded by its
  * processor key, retried every pass until the processor confirms, so none stays orphaned.
  *
- * Sweeper: deletes finished and released keys older than the TTL (lookups already ignore
- * them). Keys still open are never swept: the recoverer finishes them first.
+ * Expired keys are deleted by the pruner (store/prune.c), which never touches an open key: the
+ * recoverer finishes it first.
  *
  * A pass waits at most one processor timeout in all on calls that get no answer, then stops
  * asking: with the processor down, each of the keys and voids after it would wait out the
@@ -38,7 +38,6 @@
 #include "request/input.h"
 
 #define RECOVER_PER_PASS 100
-#define SWEEP_CHUNK      5000
 
 static pthread_t recovery_thread;
 static bool recovery_running;
@@ -46,25 +45,6 @@ static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static atomic_bool stopping;
 static idem_recovery_hooks recovery_hooks; /* the thread's, from idem_recovery_start */
-
-typedef struct sweep_job {
-    int64_t expired_before;
-    int64_t deleted;
-} sweep_job;
-
-static int sweep(db_conn *db, void *arg)
-{
-    sweep_job *j = arg;
-    db_status rc = db_exec(
-        db,
-        "DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("
-        "SELECT user_id, idem_key FROM idempotency_keys "
-        "WHERE claimed_at < $1 AND state IN ('completed', 'released') LIMIT 5000)", /* SWEEP_CHUNK
-                                                                                     */
-        "i", j->expired_before);
-    j->deleted = db_changes(db);
-    return rc == DB_DONE ? 0 : -1;
-}
 
 typedef struct open_key {
     int64_t user_id;
@@ -333,15 +313,10 @@ static void void_pass(app *a, pass_budget *b)
     }
 }
 
-void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
+/* The keys left open past the lock timeout, at most RECOVER_PER_PASS of them, then the
+ * charges no payment carries. */
+static void recover_open_keys(app *a, const idem_recovery_hooks *h, int64_t now)
 {
-    int64_t now = now_us();
-    /* in chunks, so one pass never holds the writer long, until a chunk comes back short */
-    sweep_job sj = {.expired_before = now - a->cfg.idempotency_ttl_ms * 1000};
-    do
-        sj.deleted = 0;
-    while (store_write(a->store, sweep, &sj) == 0 && sj.deleted == SWEEP_CHUNK);
-
     db_conn *db = store_reader(a->store);
     if (!db)
         return;
@@ -379,6 +354,11 @@ void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
     }
     if (asking)
         void_pass(a, &budget); /* after the keys: a key just recovered may now carry its charge */
+}
+
+void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
+{
+    recover_open_keys(a, h, now_us());
 }
 
 static void *recovery_main(void *arg)

@@ -116,6 +116,12 @@ static const config_option options[] = {
      "transaction mode"},
     {"db-idle-timeout", OPT_DURATION, FIELD(db_idle_timeout_ms), "60s", 100, DAY_MS,
      "PostgreSQL: a pooled connection idle this long is closed"},
+    {"sqlite-cache-mb", OPT_INT, FIELD(sqlite_cache_mb), "16", 1, 1048576,
+     "SQLite: page cache of each reader connection (one per thread that reads), in MB; the "
+     "writer keeps 8 MB"},
+    {"sqlite-mmap-mb", OPT_INT, FIELD(sqlite_mmap_mb), "0", 0, 1048576,
+     "SQLite: how much of the database file every connection reads through a memory map, in MB "
+     "(0: none; the kernel's page cache then serves reads by copying)"},
     {"rate-limit-store", OPT_STRING, FIELD(rate_limit_store), "", 0, 0,
      "redis://HOST:PORT keeps the rate limits in Redis, shared by every node (empty: in memory, "
      "per node); if Redis is unreachable the node limits locally until it is back"},

@@ -47,6 +47,8 @@ typedef struct payd_config {
     int64_t db_lock_timeout_ms;
     int64_t db_idle_timeout_ms;
     bool db_prepare;
+    int64_t sqlite_cache_mb; /* SQLite: each reader connection's page cache */
+    int64_t sqlite_mmap_mb;  /* SQLite: how much of the file each connection maps */
     char rate_limit_store[256];
     /* events and webhooks (§15) */
     bool events; /* false: no events, no outbox (only to measure their cost) */

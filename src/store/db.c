@@ -213,6 +213,17 @@ static db_conn *lite_open(const char *path, bool read_only, char *err, size_t er
     return c;
 }
 
+db_status db_sqlite_tune(db_conn *c, int cache_mb, int mmap_mb)
+{
+    char pragmas[128];
+    if (cache_mb > 0)
+        snprintf(pragmas, sizeof pragmas, "PRAGMA cache_size=-%lld; PRAGMA mmap_size=%lld;",
+                 (long long)cache_mb * 1024, (long long)mmap_mb * 1048576);
+    else
+        snprintf(pragmas, sizeof pragmas, "PRAGMA mmap_size=%lld;", (long long)mmap_mb * 1048576);
+    return db_exec_script(c, pragmas);
+}
+
 static db_stmt *lite_prepare(db_conn *c, const char *sql)
 {
     size_t slot = ((uintptr_t)sql >> 3) & (STMT_CACHE_SIZE - 1);

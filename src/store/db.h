@@ -36,6 +36,9 @@ typedef struct db_stmt db_stmt;
 int db_parse_url(const char *url, db_kind *kind, const char **sqlite_path, char *err,
                  size_t errlen);
 db_conn *db_open(const char *url, bool read_only, char *err, size_t errlen);
+/* SQLite: the connection's page cache (cache_mb, 0 leaves it as it is) and how much of the
+ * file it reads through a memory map (mmap_mb, 0: none). */
+db_status db_sqlite_tune(db_conn *c, int cache_mb, int mmap_mb);
 
 /* PostgreSQL session settings applied to every connection db_open_pg makes. */
 typedef struct db_pg_settings {

@@ -246,6 +246,14 @@ static const char *const migrations[] = {
      * it carries a later millisecond than last_ms, so a process that takes the id again, with
      * its clock set back, never issues an id older than one issued before it */
     "CREATE TABLE node_id_marks (node_id INTEGER PRIMARY KEY, last_ms BIGINT NOT NULL);",
+    /* 14: the recoverer's index holds the open keys only (docs/operations.md, "Retention"). The
+     * index on (state, locked_at) held every key, and the sweeper's query filtered every
+     * finished key through it (a scan of the whole table inside the writer's transaction, every
+     * pass, growing with the table) instead of walking idempotency_keys_age; a settled key now
+     * leaves this index instead of moving inside it. */
+    "DROP INDEX idempotency_keys_open;"
+    "CREATE INDEX idempotency_keys_open ON idempotency_keys (locked_at)"
+    "  WHERE state IN ('started', 'in_doubt');",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

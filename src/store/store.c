@@ -785,7 +785,9 @@ store *store_open(const store_options *opt, char *err, size_t errlen)
         return NULL;
     }
     s->kind = DB_SQLITE;
-    if (store_migrate(first, err, errlen) != 0 ||
+    /* the writer's cache stays as db.c sets it (see there why it is small) */
+    if (db_sqlite_tune(first, 0, opt->sqlite_mmap_mb) != DB_DONE ||
+        store_migrate(first, err, errlen) != 0 ||
         (opt->on_first_connect && opt->on_first_connect(first, opt->on_first_connect_arg) != 0)) {
         if (!err[0])
             snprintf(err, errlen, "start-up work on the database failed");
@@ -1296,6 +1298,12 @@ static db_conn *lite_reader(store *s)
     if (!r) {
         char err[256];
         db_conn *c = db_open(s->url, true, err, sizeof err);
+        if (c && db_sqlite_tune(c, s->opt.sqlite_cache_mb ? s->opt.sqlite_cache_mb : 16,
+                                s->opt.sqlite_mmap_mb) != DB_DONE) {
+            snprintf(err, sizeof err, "%s", db_last_error(c));
+            db_close(c);
+            c = NULL;
+        }
         if (!c) {
             log_error("error", "cannot open reader", err);
             return NULL;

@@ -77,7 +77,11 @@ typedef struct store_options {
     bool no_prepare;              /* PostgreSQL: no prepared statements (a transaction pooler) */
     int64_t lock_timeout_ms;      /* per session; 0: the server's setting */
     const char *application_name; /* shown in pg_stat_activity */
-    bool wait_for_database;       /* open even when PostgreSQL is down, and keep trying */
+    /* SQLite only: each reader's page cache (0: 16 MB) and how much of the file every
+     * connection maps (0: none) */
+    int sqlite_cache_mb;
+    int sqlite_mmap_mb;
+    bool wait_for_database; /* open even when PostgreSQL is down, and keep trying */
     /* run once, on the first connection that works, after migrations (may be NULL) */
     int (*on_first_connect)(db_conn *db, void *arg);
     void *on_first_connect_arg;

@@ -26,7 +26,6 @@
 #define BUSY_RETRY_MS      1000 /* a delivery put back because its endpoint is at its cap */
 #define WAKE_CLAIM_MS      10   /* the shortest gap between two claims woken by new events */
 #define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
-#define SWEEP_INTERVAL_MS  60000
 #define MAX_HANDED_BACK    32 /* endpoints remembered as full at the last claim */
 
 /* §15: about 1 min, 5 min, 30 min, 2 h, 5 h, 10 h, then every 12 h */
@@ -634,14 +633,7 @@ static void claim(void)
 static void *worker_main(void *arg)
 {
     (void)arg;
-    int64_t last_sweep_ns = 0;
     while (!atomic_load(&W.stop)) {
-        int64_t now = monotonic_ns();
-        if (now - last_sweep_ns > (int64_t)SWEEP_INTERVAL_MS * 1000000) {
-            int64_t before = now_us() - W.a->cfg.event_retention_ms * 1000;
-            store_write(W.a->store, webhook_retention_sweep, &before);
-            last_sweep_ns = now;
-        }
         int running;
         curl_multi_perform(W.multi, &running);
         collect_finished();

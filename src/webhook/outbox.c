@@ -130,20 +130,3 @@ void webhook_endpoint_write(db_stmt *st, jsonw *w)
     }
     jw_object_end(w);
 }
-
-int webhook_retention_sweep(db_conn *db, void *before_us)
-{
-    int64_t before = *(const int64_t *)before_us;
-    /* the first Snowflake id of that millisecond: every older row has a smaller id */
-    int64_t ms = before / 1000 - PAYD_EPOCH_MS;
-    int64_t first_id = ms > 0 ? ms << 22 : 0;
-    db_status rc = db_exec(db, "DELETE FROM events WHERE id < $1", "i", first_id);
-    if (rc == DB_DONE) /* finished deliveries carry their finishing time in next_attempt_at */
-        rc = db_exec(db,
-                     "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') "
-                     "AND next_attempt_at < $1",
-                     "i", before);
-    if (rc == DB_DONE)
-        rc = db_exec(db, "DELETE FROM webhook_attempts WHERE id < $1", "i", first_id);
-    return rc;
-}

@@ -33,8 +33,4 @@ db_status webhook_event_insert(db_conn *db, uint64_t id, uint64_t user, const ch
 /* The endpoint as the API shows it (never its secret), from a row of those columns. */
 void webhook_endpoint_write(db_stmt *st, jsonw *w);
 
-/* Retention, a write job (store.h): events, their finished deliveries and attempts older than
- * *before_us (an int64_t, µs), as --event-retention asks. */
-int webhook_retention_sweep(db_conn *db, void *before_us);
-
 #endif
