@@ -104,14 +104,21 @@ class Cluster:
         return names[0] if len(names) == 1 else None
 
     def healthy(self):
+        """A leader, and both others replicating on its timeline (one of them synchronous)."""
         ms = self.members()
         roles = [m.get("role") for m in ms]
-        return (len(ms) == 3 and roles.count("leader") == 1
-                and all(m.get("state") in ("running", "streaming") for m in ms)
+        if len(ms) != 3 or roles.count("leader") != 1:
+            return False
+        timeline = next(m.get("timeline") for m in ms if m.get("role") == "leader")
+        return (all(m.get("state") in ("running", "streaming") for m in ms)
+                and all(m.get("timeline") == timeline and isinstance(m.get("lag"), int)
+                        for m in ms if m.get("role") != "leader")
                 and (not self.sync or roles.count("sync_standby") == 1))
 
     def wait_healthy(self, timeout=90):
-        if not wait_until(self.healthy, timeout):
+        # twice, a second apart: a woken former primary shows "running" once before its rewind
+        if not wait_until(lambda: self.healthy() and time.sleep(1) is None and self.healthy(),
+                          timeout):
             raise RuntimeError(f"cluster not healthy after {timeout}s: {self.members()}")
 
     def member_pids(self, name):
@@ -263,7 +270,7 @@ def check_after(books, load, cluster, api_key, urls, replayed):
     return failures
 
 
-def fail_over(cluster, kind):
+def fail_over(cluster, kind, hold_s=0.0):
     """One fault on the current primary; returns (old leader, new leader, seconds paused)."""
     leader = cluster.role("leader")
     if kind == "kill9":
@@ -271,13 +278,13 @@ def fail_over(cluster, kind):
         _signal(pm, signal.SIGKILL)
         paused = 0.0
     elif kind == "switchover":
-        target = cluster.role("sync_standby" if cluster.sync else "replica")
-        if not target:
-            target = next(m["name"] for m in cluster.members() if m.get("role") != "leader")
+        # with synchronous_mode only the synchronous standby may take over
+        wanted = ("sync_standby",) if cluster.sync else ("sync_standby", "replica")
+        target = next(m["name"] for m in cluster.members() if m.get("role") in wanted)
         out = subprocess.run(["patronictl", "-c", os.path.join(cluster.dir, "patroni-pg1.yml"),
                               "switchover", "--leader", leader, "--candidate", target,
                               "--force"], capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
+        if out.returncode != 0 or "Successfully" not in out.stdout:
             raise RuntimeError(f"patronictl switchover: {out.stdout} {out.stderr}")
         paused = 0.0
     else:  # pause: Patroni first, so it cannot act on its PostgreSQL's stop; then PostgreSQL
@@ -293,7 +300,7 @@ def fail_over(cluster, kind):
         promoted = wait_until(lambda: cluster.role("leader", skip=(leader,)) not in (None, leader),
                               60)
         # well past the TTL, and long enough for the new primary to acknowledge writes
-        while time.time() - t0 < 1.5 * cluster.ttl:
+        while time.time() - t0 < max(1.5 * cluster.ttl, hold_s):
             time.sleep(0.2)
         time.sleep(2)
         for pid in cluster.paused:
@@ -330,7 +337,9 @@ def run(args):
         replayed, gaps, pauses, leaders = set(), [], [], []
         for kind in args.faults.split(","):
             time.sleep(args.between)
-            old, new, paused = fail_over(cluster, kind)
+            old, new, paused = fail_over(cluster, kind, args.pause)
+            if kind != "kill9" and new == old:
+                failures.append(f"{kind}: {old} is still the primary")
             # served again: some client's payment finishes after the fault
             before = len(load.acks)
             if not wait_until(lambda: len(load.acks) > before + 2 * args.clients, MAX_GAP_S + 30):
@@ -381,6 +390,8 @@ def main():
     p.add_argument("--dcs", default=os.environ.get("HA_DCS", "etcd"), choices=["etcd", "etcd3"])
     p.add_argument("--faults", default="kill9,pause,switchover,kill9,pause")
     p.add_argument("--clients", type=int, default=6)
+    p.add_argument("--pause", type=float, default=0.0,
+                   help="seconds a paused primary stays stopped at least (default 1.5 TTL)")
     # keeps the acknowledgements (each replayed at the end) to a couple of thousand
     p.add_argument("--think", type=float, default=0.15,
                    help="seconds between a client's payments")
