@@ -48,18 +48,21 @@ class Cluster:
     def __init__(self, sync, dcs):
         self.dir = tempfile.mkdtemp(prefix="payd-ha-")
         chaos._workdirs.append(self.dir)
-        env = dict(os.environ, HA_SYNC="true" if sync else "false", HA_DCS=dcs)
+        self.sync, self.dcs = sync, dcs
         self.started = False
+        self.paused = []  # pids stopped by a pause, woken after it or by stop()
+
+    def start(self):
+        env = dict(os.environ, HA_SYNC="true" if self.sync else "false", HA_DCS=self.dcs)
+        self.started = True  # from here on, stop() stops whatever the script got to start
         out = subprocess.run([HA_LOCAL, "start", self.dir], env=env, capture_output=True,
                              text=True, timeout=240)
-        self.started = True
         if out.returncode != 0:
             raise RuntimeError(f"ha-local.sh start: {out.stderr.strip()}")
         self.env = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
         self.rest_ports = [int(p) for p in self.env["REST_PORTS"].split(",")]
         self.ttl = int(self.env["HA_TTL"])
-        self.sync = sync
-        self.paused = []  # pids stopped by pause(), woken by resume() or stop()
+        return self
 
     def stop(self):
         for pid in self.paused:
@@ -319,6 +322,7 @@ def run(args):
     t_start = time.time()
     try:
         cluster = Cluster(sync=not args.async_, dcs=args.dcs)
+        cluster.start()
         t_cluster = time.time() - t_start
         cluster.psql("CREATE DATABASE payd")
         wd = chaos.workdir()
