@@ -205,8 +205,10 @@ class Load:
             # each client starts on its own node and moves to the other on every retry
             urls = self.urls[n % 2:] + self.urls[:n % 2]
             try:
+                # a client gives up on an answer after 8 s and resends: a node whose database
+                # connection hangs on a paused primary must not hold every client
                 status, _, raw = chaos.until_final(urls, "POST", "/v1/payments", self.api_key,
-                                                   body, idem, deadline_s=150)
+                                                   body, idem, deadline_s=150, timeout=8)
             except RuntimeError as e:
                 self.errors.append(str(e))
                 status = None
