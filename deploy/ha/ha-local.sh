@@ -76,7 +76,7 @@ start() {
   export ETCD_DATA_DIR="$dir/etcd" ETCD_INITIAL_CLUSTER="etcd1=http://127.0.0.1:$ETCD_PEER_PORT"
   export ETCD_HOSTS="127.0.0.1:$ETCD_CLIENT_PORT" DCS="${HA_DCS:-etcd}"
   export TTL="${HA_TTL:-10}" LOOP_WAIT="${HA_LOOP_WAIT:-2}" RETRY_TIMEOUT="${HA_RETRY_TIMEOUT:-3}"
-  export SYNC="${HA_SYNC:-true}" NETWORK=127.0.0.1/32 RUN_DIR="$dir" HOST=127.0.0.1
+  export SYNC="${HA_SYNC:-true}" NETWORK=127.0.0.1/32 RUN_DIR="$dir" HOST=127.0.0.1 LOCAL_AUTH=trust
   export REPLICATION_USER=replicator SUPERUSER_PASSWORD REPLICATION_PASSWORD REWIND_PASSWORD
   SUPERUSER_PASSWORD="$(pw)" REPLICATION_PASSWORD="$(pw)" REWIND_PASSWORD="$(pw)"
   envsubst <"$here/etcd.env.in" | grep -v '^#' >"$dir/etcd.env"
