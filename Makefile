@@ -30,8 +30,8 @@ test:
 	@cat $(BUILD)/fuzz/*.summary 2>/dev/null || true # each fuzz target's edges (tests/fuzz/run.sh)
 
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it after `make test`):
-# every label but the kill-loop, cluster, browser and webhook-chaos runs, and the Node and Python
-# clients' suites. The former test behaviour under faults, which `make test` has just run on the
+# every label but the kill-loop, cluster, failover (ha), browser and webhook-chaos runs, and the
+# Node and Python clients' suites. The former test behaviour under faults, which `make test` has just run on the
 # same code; the fencing and recovery code they reach is also driven step by step by the api and
 # pg labels' fault-point tests. Running them sanitized doubled CI's time. The Node and Python
 # clients hold no C code (the C client's conformance run, client-c, is sanitized), and the fuzz
@@ -39,7 +39,7 @@ test:
 test-sanitize:
 	@$(MAKE) --no-print-directory test BUILD=build-sanitize \
 	    CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DPAYD_SANITIZE=ON" \
-	    CTEST_FLAGS="-LE 'chaos|cluster|browser|webhooks|client-node|client-python|fuzz'"
+	    CTEST_FLAGS="-LE 'chaos|cluster|browser|webhooks|client-node|client-python|fuzz|^ha$$'"
 
 bench: build
 	@scripts/install-deps.sh bench

@@ -6,12 +6,14 @@ build=(cmake make gcc pkg-config libmicrohttpd-dev libgnutls28-dev libsystemd-de
        libcurl4-openssl-dev libpq-dev libhiredis-dev)
 # chromium and nodejs: the dashboard's browser tests (tests/browser, playwright-core from npm);
 # redis-server and haproxy: the cluster tests; zsh and fish: payctl's completion scripts are
-# parsed by the shells they are for; python3-venv and -pip: the Python client's offline
+# parsed by the shells they are for; patroni, etcd-server and gettext-base (envsubst): the failover
+# suite's cluster (deploy/ha, tests/ha); python3-venv and -pip: the Python client's offline
 # `pip install` test (clients/python, whose build backend is its own), python3-mypy its type check;
 # faketime: a restart with the clock set back (tests/api/test_node_time.py)
 test=(libcmocka-dev python3 python3-pytest postgresql curl clang libclang-rt-14-dev
       mandoc man-db systemd prometheus chromium nodejs redis-server haproxy
-      python3-venv python3-pip python3-mypy zsh fish faketime)
+      python3-venv python3-pip python3-mypy zsh fish faketime patroni python3-etcd etcd-server
+      gettext-base)
 case "${1:-build}" in
   build) wanted=("${build[@]}") ;;
   test)  wanted=("${build[@]}" "${test[@]}") ;;

@@ -101,6 +101,9 @@ struct store {
     int64_t next_probe_ns; /* no reconnection attempt before this */
     int64_t backoff_ms;
     char last_error[256];
+    /* the newest PostgreSQL timeline a connection found its primary on, and the older one
+     * last refused (logged once): docs/operations.md, "Failover" */
+    int64_t timeline, refused_timeline;
 
     /* readers: SQLite one per thread (a reader_slot), PostgreSQL one per request (lent from
      * the pool) */
@@ -564,13 +567,66 @@ static int first_connect(store *s, db_conn *db, char *err, size_t errlen)
     return 0;
 }
 
+/* The timeline the server writes on, from its current WAL file's name; 0 on a standby (or if
+ * it cannot be read), which the check below leaves alone. */
+static int64_t primary_timeline(db_conn *c)
+{
+    db_stmt *st = db_query(c,
+                           "SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE ('x' || "
+                           "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int "
+                           "END",
+                           "");
+    int64_t timeline = db_step(st) == DB_ROW ? db_int(st, 0) : 0;
+    db_done(st);
+    return timeline;
+}
+
+/* With pool_lock held: a primary on an older timeline than one payd has written on is a
+ * former primary that has not yet noticed its demotion (paused, partitioned): what it commits
+ * is rewound away once it does. Its connection is refused (503 and retry, like a lost
+ * database). A newer timeline means a failover: connections opened before it are retired. */
+static bool timeline_refused(store *s, int64_t timeline, char *err, size_t errlen)
+{
+    if (timeline <= 0)
+        return false;
+    if (timeline < s->timeline) {
+        snprintf(err, errlen,
+                 "refused a PostgreSQL primary on timeline %lld, older than timeline %lld",
+                 (long long)timeline, (long long)s->timeline);
+        if (s->refused_timeline != timeline) {
+            s->refused_timeline = timeline;
+            log_error("error", "stale PostgreSQL primary refused", err);
+        }
+        return true;
+    }
+    if (timeline > s->timeline) {
+        if (s->timeline) {
+            jsonw line;
+            log_begin(&line, "info", "PostgreSQL primary on a new timeline");
+            jw_key(&line, "timeline");
+            jw_int(&line, timeline);
+            jw_key(&line, "previous");
+            jw_int(&line, s->timeline);
+            log_end(&line);
+            s->generation++;
+        }
+        s->timeline = timeline;
+    }
+    return false;
+}
+
 /* Opens a connection, outside pool_lock. The first that works after a loss (or at start)
  * brings the store up; a failure while down pushes the next attempt back. */
 static db_conn *pg_connect(store *s)
 {
     char err[256];
     db_conn *c = db_open_pg(s->url, &s->settings, err, sizeof err);
+    int64_t timeline = c ? primary_timeline(c) : 0;
     pthread_mutex_lock(&s->pool_lock);
+    if (c && timeline_refused(s, timeline, err, sizeof err)) {
+        db_close(c);
+        c = NULL;
+    }
     bool need_bootstrap = c && !s->bootstrapped;
     pthread_mutex_unlock(&s->pool_lock);
     if (need_bootstrap && first_connect(s, c, err, sizeof err) != 0) {
@@ -742,6 +798,7 @@ static int pg_start(store *s, char *err, size_t errlen)
         return 0;
     }
     s->bootstrapped = true;
+    s->timeline = primary_timeline(first);
     atomic_store(&s->up, true);
     pool_give(s, &s->writer_pool, first);
     return 0;

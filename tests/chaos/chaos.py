@@ -150,17 +150,19 @@ def is_final(status, raw):
     return True
 
 
-def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None, seen=None):
+def until_final(urls, method, path, key, body, idem, deadline_s=120, stop=None, seen=None,
+                timeout=30):
     """Resends the same request (same key) until a final answer: connection failures, 5xx, 429
     and 409 request_in_progress are retried, across the given server URLs in turn. `seen`, if
-    given, collects the status and code of every answer that was retried."""
+    given, collects the status and code of every answer that was retried; `timeout` bounds the
+    wait for each answer (a request given up on is resent, as a client would)."""
     deadline = time.time() + deadline_s
     attempt = 0
     while time.time() < deadline and not (stop and stop.is_set() and attempt > 200):
         url = urls[attempt % len(urls)] if isinstance(urls, list) else urls()
         attempt += 1
         try:
-            status, headers, raw = request(url, method, path, key, body, idem)
+            status, headers, raw = request(url, method, path, key, body, idem, timeout)
         except OSError:
             time.sleep(0.05 + random.random() * 0.1)
             continue
