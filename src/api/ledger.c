@@ -18,11 +18,16 @@ const char *ledger_book_name(ledger_book b)
     return book_names[b];
 }
 
-void ledger_number(ledger_entry *e, app *a)
+bool ledger_number(ledger_entry *e, app *a)
 {
-    e->id = app_next_id(a);
+    /* in a write job: ids only if they are ready now (a lapsed lease must not hold the writer,
+     * events.c says why); the caller's transaction then fails as unavailable */
+    if (!app_try_next_id(a, &e->id))
+        return false;
     for (int i = 0; i < e->count; i++)
-        e->line[i].id = app_next_id(a);
+        if (!app_try_next_id(a, &e->line[i].id))
+            return false;
+    return true;
 }
 
 /* Whether the lines sum to zero, without overflowing on the way. */
@@ -80,7 +85,10 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
 static db_status post_two(db_conn *db, app *a, ledger_entry *e)
 {
     e->count = 2;
-    ledger_number(e, a);
+    if (!ledger_number(e, a)) {
+        db_note_failure(DB_FAILURE_UNAVAILABLE);
+        return DB_ERROR;
+    }
     return ledger_post(db, e);
 }
 

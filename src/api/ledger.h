@@ -32,8 +32,9 @@ typedef struct ledger_entry {
     ledger_line line[LEDGER_MAX_LINES];
 } ledger_entry;
 
-/* Gives the entry and each of its lines a fresh id from the node's generator. */
-void ledger_number(ledger_entry *e, app *a);
+/* Gives the entry and each of its lines a fresh id from the node's generator; false while the
+ * node-id lease is lapsed (app_try_next_id). */
+bool ledger_number(ledger_entry *e, app *a);
 /* In a write job: inserts the numbered entry and its lines. DB_ERROR when the lines do not sum
  * to zero (a bug: nothing may be written then). */
 db_status ledger_post(db_conn *db, const ledger_entry *e);
