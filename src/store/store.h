@@ -5,8 +5,8 @@
  * Every write is a job: a function run against a writer connection. A writer takes all queued
  * jobs, runs them in one transaction and commits once (one fsync for the whole batch), then
  * wakes every job's caller. A job that returns non-zero has only its own writes undone. On
- * SQLite there is one writer thread; on PostgreSQL one per write connection (see store.c for
- * how a batch runs there).
+ * SQLite there is one writer thread; on PostgreSQL one per write connection (see
+ * pg_group_commit.c for how a batch runs there).
  *
  * PostgreSQL connections come from two pools (writers, readers) under one budget
  * (max_connections). A lost connection marks the store down: requests fail fast (the thread's
