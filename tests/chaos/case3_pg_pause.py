@@ -16,20 +16,6 @@ import chaos
 import pg
 
 
-def stopped(node):
-    with open(f"/proc/{node.proc.pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "T"
-
-
-def wait_until(cond, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def run(cluster, step, use_sim):
     wd = chaos.workdir()
     name = cluster.new_database()
@@ -55,14 +41,14 @@ def run(cluster, step, use_sim):
     t = threading.Thread(target=client_a, daemon=True)
     t.start()
     failures = []
-    if not wait_until(lambda: stopped(a)):
+    if not chaos.wait_until(lambda: chaos.stopped(a)):
         failures.append(f"node A never reached {step}")
     time.sleep(2.5)  # past the lock timeout (2 s)
     if step == "after-charge":
         answers["b"] = chaos.until_final([b.url], "POST", "/v1/payments", api_key, body, idem)
     else:
         # nobody retries: B's recoverer takes the key over, finds no charge and releases it
-        if not wait_until(lambda: cluster.psql(
+        if not chaos.wait_until(lambda: cluster.psql(
                 f"SELECT state FROM idempotency_keys", name) == "released", 30):
             failures.append("B's recoverer did not release the abandoned key")
     a.proc.send_signal(chaos.signal.SIGCONT)
@@ -105,8 +91,8 @@ def run_abandoned(cluster):
         a.url, "POST", "/v1/payments", api_key, body, idem, timeout=60)), daemon=True)
     t.start()
     failures = []
-    wait_until(lambda: stopped(a))
-    if not wait_until(lambda: cluster.psql("SELECT state FROM idempotency_keys", name)
+    chaos.wait_until(lambda: chaos.stopped(a))
+    if not chaos.wait_until(lambda: cluster.psql("SELECT state FROM idempotency_keys", name)
                       == "released", 30):
         failures.append("B's recoverer did not release the abandoned key")
     a.proc.send_signal(chaos.signal.SIGCONT)

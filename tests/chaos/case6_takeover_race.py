@@ -35,20 +35,6 @@ WINDOW = "claim-between-read-and-write"
 ARGS = chaos.FAST + ["--recovery-interval", "1h"]
 
 
-def stopped(node):
-    with open(f"/proc/{node.proc.pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "T"
-
-
-def wait_until(cond, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 class Client(threading.Thread):
     """One client resending the same request with the same key until a final answer."""
 
@@ -109,11 +95,11 @@ def run_pg(cluster, second_taker):
     failures = []
 
     first = Client([a.url], api_key, body, idem)  # sticks to A, as behind a sticky balancer
-    if not wait_until(lambda: stopped(a)):
+    if not chaos.wait_until(lambda: chaos.stopped(a)):
         failures.append(f"{label}: node A never stopped after its charge")
     time.sleep(2.5)  # past the lock timeout (2 s): the key may be taken over
     retry = Client([b.url], api_key, body, idem)
-    if not wait_until(lambda: stopped(b)):
+    if not chaos.wait_until(lambda: chaos.stopped(b)):
         failures.append(f"{label}: node B never stopped between its claim's read and write")
     clients = [first, retry]
     if second_taker:
@@ -121,15 +107,15 @@ def run_pg(cluster, second_taker):
         # deduplicated by the processor key), while A stays stopped
         third = Client([c.url], api_key, body, idem)
         clients.append(third)
-        if not wait_until(third.done, 30) or state() != "completed":
+        if not chaos.wait_until(third.done, 30) or state() != "completed":
             failures.append(f"{label}: C did not finish the key while B was in the window")
         b.proc.send_signal(chaos.signal.SIGCONT)
-        wait_until(retry.done, 30)
+        chaos.wait_until(retry.done, 30)
         a.proc.send_signal(chaos.signal.SIGCONT)
     else:
         a.proc.send_signal(chaos.signal.SIGCONT)
         # A records its payment while B is in the window (the race this case is about)
-        if not wait_until(first.done, 30) or state() != "completed":
+        if not chaos.wait_until(first.done, 30) or state() != "completed":
             failures.append(f"{label}: A did not finish the key while B was in the window")
         b.proc.send_signal(chaos.signal.SIGCONT)
     for client in clients:

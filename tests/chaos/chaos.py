@@ -106,6 +106,21 @@ class Node:
                 self.proc.wait()
 
 
+def stopped(node):
+    """Whether the node's process is stopped (SIGSTOP): its state in /proc is T."""
+    with open(f"/proc/{node.proc.pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def wait_until(cond, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def cli(db, *args):
     out = subprocess.run([PAYD, *args, "--db", db], capture_output=True, text=True, timeout=60)
     if out.returncode != 0:

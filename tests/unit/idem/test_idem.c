@@ -15,107 +15,10 @@
 
 #include <cmocka.h>
 
-#include "core/canonical.h"
 #include "idem/idem.h"
 #include "idem/idem_internal.h"
-#include "node/app.h"
-#include "node/metrics.h"
-#include "store/db.h"
-#include "store/store.h"
 
-#define USER 7
-
-/* A node of its own: a store in a temp file, and the settings the engine reads. */
-typedef struct node {
-    char path[64];
-    app a;
-} node;
-
-static void node_open(node *n, int64_t lock_timeout_ms)
-{
-    snprintf(n->path, sizeof n->path, "/tmp/payd-idem-test-XXXXXX");
-    close(mkstemp(n->path));
-    char err[256];
-    store_options opt = {.url = n->path, .max_batch = 64};
-    n->a = (app){.store = store_open(&opt, err, sizeof err), .metrics = metrics_create()};
-    assert_non_null(n->a.store);
-    n->a.cfg.idempotency_ttl_ms = 24 * 3600 * 1000;
-    n->a.cfg.idempotency_lock_timeout_ms = lock_timeout_ms;
-}
-
-static void node_close(node *n)
-{
-    store_close(n->a.store);
-    metrics_free(n->a.metrics);
-    const char *sides[] = {"", "-wal", "-shm", ".lock"};
-    for (int i = 0; i < 4; i++) {
-        char side[80];
-        snprintf(side, sizeof side, "%s%s", n->path, sides[i]);
-        unlink(side);
-    }
-}
-
-/* A POST carrying key, with body, as the precheck leaves it: the key parsed, the body's
- * fingerprint taken, nothing claimed yet. */
-static request *keyed_request(node *n, const char *key, const char *body)
-{
-    request *req = calloc(1, sizeof *req);
-    arena_init(&req->arena);
-    req->app = &n->a;
-    req->method = "POST";
-    req->path = "/v1/payments";
-    req->user.id = USER;
-    req->authenticated = true;
-    snprintf(req->request_id, sizeof req->request_id, "req_%s", key);
-    req->idem = arena_alloc(&req->arena, sizeof *req->idem);
-    snprintf(req->idem->key, sizeof req->idem->key, "%s", key);
-    req->idem->canonical_body = strdup(body);
-    request_fingerprint(req->method, req->path, body, req->idem->fingerprint);
-    return req;
-}
-
-static step_result note_claimed(request *req, void *ctx)
-{
-    (void)req;
-    *(bool *)ctx = true;
-    return STEP_DONE;
-}
-
-/* Claims req's key; true when req holds it (the next step ran), false when it was answered. */
-static bool claim(request *req)
-{
-    bool claimed = false;
-    assert_int_equal(idem_claim_then(req, note_claimed, &claimed), STEP_DONE);
-    assert_true(claimed == (req->status == 0));
-    return claimed;
-}
-
-typedef struct key_state {
-    char state[16];
-    int64_t fence, generation;
-    int status;
-    char body[128];
-} key_state;
-
-static key_state stored_key(node *n, const char *key)
-{
-    key_state k;
-    memset(&k, 0, sizeof k);
-    db_conn *db = store_reader(n->a.store);
-    db_stmt *st = db_query(db,
-                           "SELECT state, fence, generation, response_status, response_body "
-                           "FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2",
-                           "is", (int64_t)USER, key);
-    assert_int_equal(db_step(st), DB_ROW);
-    snprintf(k.state, sizeof k.state, "%s", db_text(st, 0));
-    k.fence = db_int(st, 1);
-    k.generation = db_int(st, 2);
-    k.status = (int)db_int(st, 3);
-    snprintf(k.body, sizeof k.body, "%s", db_text(st, 4) ? db_text(st, 4) : "");
-    db_done(st);
-    store_release_reader(n->a.store);
-    return k;
-}
+#include "idem_fixture.h"
 
 static void answer(request *req, int status, const char *body)
 {
@@ -128,24 +31,24 @@ static void test_a_fresh_key_is_claimed_and_a_second_request_waits(void **state)
     node n;
     node_open(&n, 60 * 1000);
     request *first = keyed_request(&n, "k-fresh", "{\"amount\":100}");
-    assert_true(claim(first));
+    assert_true(claim_key(first));
     assert_false(first->idem->resumed);
     assert_true(first->idem->fence > 0);
     assert_int_equal(strlen(first->idem->processor_key), 64);
-    key_state k = stored_key(&n, "k-fresh");
+    key_state k = stored_key_row(&n, "k-fresh");
     assert_string_equal(k.state, "started");
     assert_int_equal(k.fence, first->idem->fence);
 
     /* the same request while the first holds the key: 409, try again */
     request *second = keyed_request(&n, "k-fresh", "{\"amount\":100}");
-    assert_false(claim(second));
+    assert_false(claim_key(second));
     assert_int_equal(second->status, 409);
     assert_int_equal(second->error, ERR_REQUEST_IN_PROGRESS);
     assert_null(second->idem); /* nothing of it to settle */
 
     /* another body under the same key: 422, whoever holds it */
     request *other = keyed_request(&n, "k-fresh", "{\"amount\":999}");
-    assert_false(claim(other));
+    assert_false(claim_key(other));
     assert_int_equal(other->error, ERR_IDEMPOTENCY_KEY_REUSED);
     request_free(first);
     request_free(second);
@@ -159,17 +62,17 @@ static void test_a_settled_answer_is_replayed(void **state)
     node n;
     node_open(&n, 60 * 1000);
     request *first = keyed_request(&n, "k-settle", "{\"amount\":100}");
-    assert_true(claim(first));
+    assert_true(claim_key(first));
     answer(first, 201, "{\"id\":\"pay_1\"}");
     idem_settle(first, KEY_STORE);
     assert_int_equal(first->status, 201);
-    key_state k = stored_key(&n, "k-settle");
+    key_state k = stored_key_row(&n, "k-settle");
     assert_string_equal(k.state, "completed");
     assert_int_equal(k.status, 201);
     assert_string_equal(k.body, "{\"id\":\"pay_1\"}");
 
     request *retry = keyed_request(&n, "k-settle", "{\"amount\":100}");
-    assert_false(claim(retry));
+    assert_false(claim_key(retry));
     assert_int_equal(retry->status, 201);
     assert_string_equal(retry->resp_body, "{\"id\":\"pay_1\"}");
     assert_string_equal(response_header(retry, "Idempotent-Replayed"), "true");
@@ -184,12 +87,12 @@ static void test_a_released_key_is_claimed_again_for_the_same_operation(void **s
     node n;
     node_open(&n, 60 * 1000);
     request *first = keyed_request(&n, "k-release", "{\"amount\":100}");
-    assert_true(claim(first));
+    assert_true(claim_key(first));
     idem_settle(first, KEY_RELEASE);
-    assert_string_equal(stored_key(&n, "k-release").state, "released");
+    assert_string_equal(stored_key_row(&n, "k-release").state, "released");
 
     request *again = keyed_request(&n, "k-release", "{\"amount\":100}");
-    assert_true(claim(again));
+    assert_true(claim_key(again));
     assert_true(again->idem->resumed);
     assert_true(again->idem->fence > first->idem->fence);
     /* the same logical operation: the same processor key, so a charge is not made twice */
@@ -204,10 +107,10 @@ static void test_a_released_key_is_claimed_again_for_the_same_operation(void **s
 static void take_over(node *n, const char *key, request **a, request **b)
 {
     *a = keyed_request(n, key, "{\"amount\":100}");
-    assert_true(claim(*a));
+    assert_true(claim_key(*a));
     usleep(20 * 1000); /* past the 5 ms lock timeout */
     *b = keyed_request(n, key, "{\"amount\":100}");
-    assert_true(claim(*b));
+    assert_true(claim_key(*b));
     assert_true((*b)->idem->resumed);
     assert_true((*b)->idem->fence > (*a)->idem->fence);
     assert_string_equal((*b)->idem->processor_key, (*a)->idem->processor_key);
@@ -224,7 +127,7 @@ static void test_a_holder_that_lost_its_key_stores_nothing(void **state)
     /* A finishes late: its answer is not stored, and it answers what the key holds */
     answer(a, 201, "{\"id\":\"pay_late\"}");
     idem_settle(a, KEY_STORE);
-    key_state k = stored_key(&n, "k-fenced");
+    key_state k = stored_key_row(&n, "k-fenced");
     assert_string_equal(k.state, "started");
     assert_int_equal(k.fence, b->idem->fence);
     assert_int_equal(k.status, 0);
@@ -235,12 +138,12 @@ static void test_a_holder_that_lost_its_key_stores_nothing(void **state)
     request *a_again = keyed_request(&n, "k-fenced", "{\"amount\":100}");
     a_again->idem->fence = a->idem->fence;
     idem_settle(a_again, KEY_RELEASE);
-    assert_string_equal(stored_key(&n, "k-fenced").state, "started");
+    assert_string_equal(stored_key_row(&n, "k-fenced").state, "started");
 
     /* B, the holder, stores its answer, and a retry replays B's */
     answer(b, 201, "{\"id\":\"pay_b\"}");
     idem_settle(b, KEY_STORE);
-    k = stored_key(&n, "k-fenced");
+    k = stored_key_row(&n, "k-fenced");
     assert_string_equal(k.state, "completed");
     assert_string_equal(k.body, "{\"id\":\"pay_b\"}");
     request_free(a);
@@ -304,7 +207,7 @@ static void test_a_commit_by_a_holder_that_lost_its_key_is_undone(void **state)
     commit_response_then(a, record_and_answer, &late, note_committed, &outcome);
     assert_int_equal(outcome, WRITE_FENCED);
     assert_int_equal(rows_named(&n, "late-holder"), 0);
-    assert_int_equal(stored_key(&n, "k-commit").status, 0);
+    assert_int_equal(stored_key_row(&n, "k-commit").status, 0);
     assert_int_equal(a->status, 409);
 
     /* the holder's commit keeps its writes and its answer in one transaction */
@@ -312,7 +215,7 @@ static void test_a_commit_by_a_holder_that_lost_its_key_is_undone(void **state)
     commit_response_then(b, record_and_answer, &held, note_committed, &outcome);
     assert_int_equal(outcome, WRITE_OK);
     assert_int_equal(rows_named(&n, "holder"), 1);
-    key_state k = stored_key(&n, "k-commit");
+    key_state k = stored_key_row(&n, "k-commit");
     assert_string_equal(k.state, "completed");
     assert_string_equal(k.body, "{\"id\":\"pay_commit\"}");
     assert_true(b->resp_recorded);
