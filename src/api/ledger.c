@@ -205,33 +205,16 @@ void balance_transactions_get(request *req)
     resource_get(req, &txn_resource);
 }
 
-static const list_query user_txns_query = {
-    .name = "balance_transactions",
-    .select = "SELECT " TXN_COLUMNS " FROM journal_lines",
-    .parent_column = "user_id",
-    .condition = "account_id IS NOT NULL",
-    .created_index = 7,
-    .id_index = 0,
-    .status_column = "type",
-    .status_param = "type",
-    .time_column = "created_at",
-    .source_column = "source_id",
-    .write_row = write_txn_row,
-};
-
-static const list_query account_txns_query = {
-    .name = "account_balance_transactions",
-    .select = "SELECT " TXN_COLUMNS " FROM journal_lines",
-    .parent_column = "account_id",
-    .condition = "account_id IS NOT NULL",
-    .created_index = 7,
-    .id_index = 0,
-    .status_column = "type",
-    .status_param = "type",
-    .time_column = "created_at",
-    .source_column = "source_id",
-    .write_row = write_txn_row,
-};
+/* The caller's balance transactions, and one account's: the same list with another parent. */
+#define TXN_LIST(list_name, parent)                                                                \
+    {                                                                                              \
+        .name = list_name, .select = "SELECT " TXN_COLUMNS " FROM journal_lines",                  \
+        .parent_column = parent, .condition = "account_id IS NOT NULL", .created_index = 7,        \
+        .id_index = 0, .status_column = "type", .status_param = "type",                            \
+        .time_column = "created_at", .source_column = "source_id", .write_row = write_txn_row,     \
+    }
+static const list_query user_txns_query = TXN_LIST("balance_transactions", "user_id");
+static const list_query account_txns_query = TXN_LIST("account_balance_transactions", "account_id");
 
 /* source names a payment, a refund or a transfer; anything else is a bad filter */
 static bool source_filter_ok(const char *source)
