@@ -19,7 +19,7 @@ static bool refuse(input_error *e, const field *f, const char *fmt, ...)
 
 static bool refuse(input_error *e, const field *f, const char *fmt, ...)
 {
-    e->err = f->err != ERR_NONE ? f->err : ERR_INVALID_PARAMETER;
+    e->err = f->err != HTTP_REFUSAL_NONE ? f->err : HTTP_REFUSAL_INVALID_PARAMETER;
     e->param = f->name;
     if (f->detail) {
         snprintf(e->detail, sizeof e->detail, "%s", f->detail);
@@ -191,7 +191,7 @@ static bool decode_value(const field *f, json_t *v, char *slot, arena *a, input_
 static bool absent(const field *f, char *slot, input_error *e)
 {
     if (f->required) {
-        e->err = ERR_MISSING_PARAMETER;
+        e->err = HTTP_REFUSAL_MISSING_PARAMETER;
         e->param = f->name;
         snprintf(e->detail, sizeof e->detail, "'%s' is required", f->name);
         return false;
@@ -213,7 +213,7 @@ bool schema_decode_body(const schema *s, json_t *body, void *out, arena *a, inpu
         for (int i = 0; i < s->count && !known; i++)
             known = !strcmp(s->fields[i].name, name);
         if (!known) {
-            e->err = ERR_UNKNOWN_PARAMETER;
+            e->err = HTTP_REFUSAL_UNKNOWN_PARAMETER;
             e->param = arena_strdup(a, name);
             snprintf(e->detail, sizeof e->detail, "'%.100s' is not a parameter of this request",
                      name);

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "http/problem.h"
+#include "http/refusal.h"
 
 typedef enum {
     KIND_STRING,  /* min..max bytes, no NUL inside → const char * (NULL: absent) */
@@ -57,7 +57,8 @@ struct field {
     const char *const *values; /* KIND_ENUM, and a KIND_CUSTOM array's items (NULL-terminated) */
     int64_t absent;            /* KIND_INTEGER, KIND_BOOLEAN: the value when not given */
     const char *dflt;          /* query: the text taken when not given (the documented default) */
-    payd_error err;            /* a refused value's code; ERR_NONE: invalid_parameter */
+    int err; /* a refused value's code, the application's (numbered from HTTP_REFUSAL_COUNT) or a
+              * refusal; 0: HTTP_REFUSAL_INVALID_PARAMETER */
     const char *detail;        /* a refused value's detail; NULL: one said from the rule */
     const char *type, *format; /* KIND_CUSTOM: its JSON type; any kind: a format to document */
     const char *pattern;       /* KIND_CUSTOM string: a pattern to document (check() decides) */
@@ -79,7 +80,7 @@ typedef struct schema {
 
 /* The first problem found: code, the parameter it names, and a detail for people. */
 typedef struct input_error {
-    payd_error err;
+    int err; /* an http_refusal, or the refused field's own code */
     const char *param;
     char detail[200];
 } input_error;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "http/problem.h"
+#include "http/refusal.h"
 
 typedef struct http_field {
     const char *name;
@@ -19,8 +19,8 @@ typedef struct http_field {
 } http_field;
 
 typedef struct edge_verdict {
-    payd_error err; /* ERR_NONE: the request may go on */
-    char param[64]; /* the header or query parameter at fault (printable, truncated) */
+    http_refusal err; /* HTTP_REFUSAL_NONE: the request may go on */
+    char param[64];   /* the header or query parameter at fault (printable, truncated) */
     const char *detail;
 } edge_verdict;
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "http/problem.h"
+#include "request/problem.h"
 #include "node/auth.h"
 
 struct http_exchange;

@@ -172,7 +172,7 @@ static bool parse_body_or_reply(request *req, const char *body, size_t len, bool
     if (edge_parse_body(request_header(req, "Content-Type"), body, len, too_large, &req->json, &v,
                         detail, sizeof detail))
         return true;
-    reply_error(req, v.err, detail);
+    reply_error(req, error_of_refusal(v.err), detail);
     return false;
 }
 
@@ -360,7 +360,8 @@ static step_result claim_then_handle(request *req, void *ctx)
 
 static void reply_verdict(request *req, const edge_verdict *v)
 {
-    reply_error_extra(req, v->err, v->detail, json_pack("{s:s}", "param", v->param));
+    reply_error_extra(req, error_of_refusal(v->err), v->detail,
+                      json_pack("{s:s}", "param", v->param));
 }
 
 /* Header and query checks of §1. False when it has answered. */

@@ -19,7 +19,7 @@
 
 #include "api/routes.h"
 #include "core/arena.h"
-#include "http/problem.h"
+#include "request/problem.h"
 #include "http/schema.h"
 #include "request/route.h"
 

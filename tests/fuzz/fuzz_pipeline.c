@@ -9,7 +9,7 @@
  * Invariants: whatever the checks let through has no control byte in a header or query value,
  * no repeated singleton header or query parameter, only the route's declared query names, and
  * a body that is one JSON object; a refusal names a printable param and maps to a 4xx problem. */
-// fuzz-sources: src/http/validate.c src/request/router.c src/http/problem.c
+// fuzz-sources: src/http/validate.c src/request/router.c src/request/problem.c
 // fuzz-sources: src/api/routes.c src/api/enums.c handler-stubs
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "api/routes.h"
-#include "http/problem.h"
+#include "request/problem.h"
 #include "http/validate.h"
 #include "request/route.h"
 

@@ -87,7 +87,7 @@ static bool decode(const char *text)
 }
 
 /* Refused with code err naming param. */
-static void refused(const char *text, payd_error err, const char *param)
+static void refused(const char *text, int err, const char *param)
 {
     if (decode(text))
         fail_msg("accepted: %s", text);
@@ -98,7 +98,7 @@ static void refused(const char *text, payd_error err, const char *param)
 
 static void invalid(const char *text, const char *param)
 {
-    refused(text, ERR_INVALID_PARAMETER, param);
+    refused(text, HTTP_REFUSAL_INVALID_PARAMETER, param);
 }
 
 static void test_absent_null_and_unknown(void **state)
@@ -113,9 +113,9 @@ static void test_absent_null_and_unknown(void **state)
     assert_true(decode("{\"name\": \"abc\", \"count\": null, \"kind\": null}")); /* null: absent */
     assert_int_equal(out.count, -1);
     assert_null(out.kind);
-    refused("{}", ERR_MISSING_PARAMETER, "name");
-    refused("{\"name\": null}", ERR_MISSING_PARAMETER, "name");
-    refused("{\"name\": \"a\", \"colour\": 1}", ERR_UNKNOWN_PARAMETER, "colour");
+    refused("{}", HTTP_REFUSAL_MISSING_PARAMETER, "name");
+    refused("{\"name\": null}", HTTP_REFUSAL_MISSING_PARAMETER, "name");
+    refused("{\"name\": \"a\", \"colour\": 1}", HTTP_REFUSAL_UNKNOWN_PARAMETER, "colour");
 }
 
 static void test_strings(void **state)
@@ -206,7 +206,7 @@ static void test_custom_and_time(void **state)
     (void)state;
     assert_true(decode("{\"name\": \"a\", \"url\": \"https://x\"}"));
     assert_string_equal(out.url, "https://x");
-    refused("{\"name\": \"a\", \"url\": \"http://x\"}", ERR_INVALID_PARAMETER, "url");
+    refused("{\"name\": \"a\", \"url\": \"http://x\"}", HTTP_REFUSAL_INVALID_PARAMETER, "url");
     assert_string_equal(e.detail, "'url' must use https");
     invalid("{\"name\": \"a\", \"url\": [\"https://x\"]}", "url");
     assert_true(decode("{\"name\": \"a\", \"at\": \"2026-11-30T08:00:00Z\"}"));
@@ -276,7 +276,7 @@ static void test_query(void **state)
     }
     const char *const bad_status[] = {"status", "c", NULL};
     assert_false(decode_query(bad_status, &p));
-    assert_int_equal(e.err, ERR_INVALID_PARAMETER);
+    assert_int_equal(e.err, HTTP_REFUSAL_INVALID_PARAMETER);
     const char *const bad_time[] = {"since", "yesterday", NULL};
     assert_false(decode_query(bad_time, &p));
     assert_string_equal(e.param, "since");

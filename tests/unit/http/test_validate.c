@@ -25,7 +25,7 @@ static void test_singletons_once(void **state)
     assert_true(edge_check_headers(ok, 4, &v));
     http_field twice[] = {F("Authorization", "Bearer a"), F("authorization", "Bearer b")};
     assert_false(edge_check_headers(twice, 2, &v));
-    assert_int_equal(v.err, ERR_INVALID_HEADER);
+    assert_int_equal(v.err, HTTP_REFUSAL_INVALID_HEADER);
     assert_string_equal(v.param, "authorization");
 }
 
@@ -55,14 +55,14 @@ static void test_query_declared_once_clean(void **state)
     assert_true(edge_check_query(ok, 2, accepted, &v));
     http_field unknown[] = {F("starting_after", "x")};
     assert_false(edge_check_query(unknown, 1, accepted, &v));
-    assert_int_equal(v.err, ERR_UNKNOWN_PARAMETER);
+    assert_int_equal(v.err, HTTP_REFUSAL_UNKNOWN_PARAMETER);
     assert_string_equal(v.param, "starting_after");
     http_field twice[] = {F("limit", "5"), F("limit", "500")};
     assert_false(edge_check_query(twice, 2, accepted, &v));
-    assert_int_equal(v.err, ERR_INVALID_PARAMETER);
+    assert_int_equal(v.err, HTTP_REFUSAL_INVALID_PARAMETER);
     http_field nul[] = {F("limit", "5\0")};
     assert_false(edge_check_query(nul, 1, accepted, &v));
-    assert_int_equal(v.err, ERR_INVALID_PARAMETER);
+    assert_int_equal(v.err, HTTP_REFUSAL_INVALID_PARAMETER);
     assert_false(edge_check_query(ok, 1, NULL, &v)); /* a route that declares none takes none */
     http_field prefix[] = {F("limi", "5")};
     assert_false(edge_check_query(prefix, 1, accepted, &v));
@@ -85,7 +85,7 @@ static void test_framing_rules(void **state)
     assert_true(edge_check_framing(fine, 3, &v));
     http_field space_before_colon[] = {F("Host", "a"), F("Content-Length ", "5")};
     assert_false(edge_check_framing(space_before_colon, 2, &v));
-    assert_int_equal(v.err, ERR_BAD_FRAMING);
+    assert_int_equal(v.err, HTTP_REFUSAL_BAD_FRAMING);
     assert_string_equal(v.param, "Content-Length ");
     http_field space_inside[] = {F("X Foo", "1")};
     assert_false(edge_check_framing(space_inside, 1, &v));
@@ -114,11 +114,11 @@ static void test_body_rules(void **state)
     assert_true(json_is_object(j));
     json_decref(j);
     assert_false(edge_parse_body("application/json", "{}", 2, true, &j, &v, detail, 128));
-    assert_int_equal(v.err, ERR_PAYLOAD_TOO_LARGE);
+    assert_int_equal(v.err, HTTP_REFUSAL_PAYLOAD_TOO_LARGE);
     assert_false(edge_parse_body("text/plain", "{}", 2, false, &j, &v, detail, 128));
-    assert_int_equal(v.err, ERR_UNSUPPORTED_MEDIA_TYPE);
+    assert_int_equal(v.err, HTTP_REFUSAL_UNSUPPORTED_MEDIA_TYPE);
     assert_false(edge_parse_body("application/json", "[1]", 3, false, &j, &v, detail, 128));
-    assert_int_equal(v.err, ERR_INVALID_JSON);
+    assert_int_equal(v.err, HTTP_REFUSAL_INVALID_JSON);
     assert_null(j);
     assert_true(edge_parse_body("application/json; charset=utf-8", "{\"a\":1}", 7, false, &j, &v,
                                 detail, 128));

@@ -1,4 +1,4 @@
-#include "http/problem.h"
+#include "request/problem.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "http/problem.h"
+#include "request/problem.h"
 
 static void test_every_error_is_complete(void **state)
 {

@@ -1,21 +1,26 @@
-#ifndef PAYD_HTTP_PROBLEM_H
-#define PAYD_HTTP_PROBLEM_H
+#ifndef PAYD_REQUEST_PROBLEM_H
+#define PAYD_REQUEST_PROBLEM_H
 /* The one table of errors: each internal error maps to an HTTP status, a stable `code`, a title,
  * and what the idempotency engine does with a key whose request ended in it. */
 #include <stdbool.h>
 
+#include "http/refusal.h"
+
+/* The HTTP layer's refusals come first, under their own numbers (http/refusal.h). */
 typedef enum payd_error {
-    ERR_NONE = 0,
-    ERR_ROUTE_NOT_FOUND,
+    ERR_NONE = HTTP_REFUSAL_NONE,
+    ERR_PAYLOAD_TOO_LARGE = HTTP_REFUSAL_PAYLOAD_TOO_LARGE,
+    ERR_UNSUPPORTED_MEDIA_TYPE = HTTP_REFUSAL_UNSUPPORTED_MEDIA_TYPE,
+    ERR_INVALID_JSON = HTTP_REFUSAL_INVALID_JSON,
+    ERR_UNKNOWN_PARAMETER = HTTP_REFUSAL_UNKNOWN_PARAMETER,
+    ERR_MISSING_PARAMETER = HTTP_REFUSAL_MISSING_PARAMETER,
+    ERR_INVALID_PARAMETER = HTTP_REFUSAL_INVALID_PARAMETER,
+    ERR_INVALID_HEADER = HTTP_REFUSAL_INVALID_HEADER,
+    ERR_BAD_FRAMING = HTTP_REFUSAL_BAD_FRAMING,
+    ERR_ROUTE_NOT_FOUND = HTTP_REFUSAL_COUNT,
     ERR_METHOD_NOT_ALLOWED,
     ERR_UNAUTHORIZED,
     ERR_RESOURCE_MISSING,
-    ERR_PAYLOAD_TOO_LARGE,
-    ERR_UNSUPPORTED_MEDIA_TYPE,
-    ERR_INVALID_JSON,
-    ERR_UNKNOWN_PARAMETER,
-    ERR_MISSING_PARAMETER,
-    ERR_INVALID_PARAMETER,
     ERR_INVALID_LIMIT,
     ERR_INVALID_CURSOR,
     ERR_CURSOR_MISMATCH,
@@ -41,10 +46,8 @@ typedef enum payd_error {
     ERR_BALANCE_LIMIT_EXCEEDED,
     ERR_RATE_LIMITED,
     ERR_HEADERS_TOO_LARGE,
-    ERR_INVALID_HEADER,
     ERR_REQUEST_TIMEOUT,
     ERR_URI_TOO_LONG,
-    ERR_BAD_FRAMING,
     ERR_OVERLOADED,
     ERR_TOO_MANY_CONNECTIONS,
     ERR_TOO_MANY_IN_PROGRESS,
@@ -59,6 +62,12 @@ typedef enum payd_error {
     ERR_INTERNAL,
     ERR_COUNT
 } payd_error;
+
+/* The HTTP layer's refusal as the error it is (the same number). */
+static inline payd_error error_of_refusal(http_refusal r)
+{
+    return (payd_error)r;
+}
 
 /* What happens to a claimed Idempotency-Key when its request ends in this error. */
 typedef enum key_disposition {
