@@ -48,13 +48,7 @@ class Session:
             host, port = self.urls[self.turn % len(self.urls)].rsplit("/", 1)[-1].split(":")
             self.turn += 1
             self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        headers = {"Authorization": f"Bearer {self.api_key}"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if idem:
-            headers["Idempotency-Key"] = idem
+        headers, data = chaos.request_parts(self.api_key, body, idem)
         try:
             self.conn.request(method, path, body=data, headers=headers)
             r = self.conn.getresponse()

@@ -135,10 +135,8 @@ def setup_user(db, accounts=1, currency="USD"):
     return user["api_key"], accts
 
 
-def request(url, method, path, key, body=None, idem=None, timeout=30):
-    """One HTTP request; returns (status, headers, raw body) or raises OSError."""
-    host, port = url.rsplit("/", 1)[-1].split(":")
-    c = http.client.HTTPConnection(host, int(port), timeout=timeout)
+def request_parts(key, body=None, idem=None):
+    """The headers and encoded body of an API request."""
     headers = {"Authorization": f"Bearer {key}"}
     data = None
     if body is not None:
@@ -146,6 +144,14 @@ def request(url, method, path, key, body=None, idem=None, timeout=30):
         headers["Content-Type"] = "application/json"
     if idem:
         headers["Idempotency-Key"] = idem
+    return headers, data
+
+
+def request(url, method, path, key, body=None, idem=None, timeout=30):
+    """One HTTP request; returns (status, headers, raw body) or raises OSError."""
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    headers, data = request_parts(key, body, idem)
     try:
         c.request(method, path, body=data, headers=headers)
         r = c.getresponse()
