@@ -4,6 +4,9 @@
 # payd runs with its access log on, as in production (its JSON lines go to a file in the temp dir).
 # It also starts a throwaway nginx answering a static 200 and measures it the same way: every
 # throughput figure is reported as a ratio to that nginx figure from the same run.
+# Pinned: wrk runs on one CPU (BENCH_WRK_CPU, default 0) with one thread, the server under test
+# (payd, or nginx with one worker) on the other (BENCH_SERVER_CPU, default 1), so the two never
+# take each other's CPU; each row runs three times (BENCH_REPEAT) and is judged on its median.
 #
 #   bench/run.sh                    (make bench: builds first)
 #   PAYD_BIN=path/to/payd bench/run.sh
@@ -11,7 +14,7 @@
 #   BENCH_RESULTS=/tmp/try.md bench/run.sh    (write somewhere else than bench/RESULTS.md)
 #
 # Needs wrk, nginx (nginx-light), python3 and a C compiler (for the rate-limiter microbenchmark).
-# Takes ~6 minutes. BENCH_QUIET_WAIT (default 15) caps the seconds each run waits for a quiet machine.
+# Takes ~10 minutes. BENCH_QUIET_WAIT (default 15) caps the seconds each run waits for a quiet machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +25,9 @@ SEED=${BENCH_SEED:-1000000}
 DEPTH=${BENCH_DEPTH:-500000}
 OUT=${BENCH_RESULTS:-$BENCH/RESULTS.md}
 CONNS=64
-THREADS=2
+THREADS=1
+WRK_CPU=${BENCH_WRK_CPU:-0}
+SERVER_CPU=${BENCH_SERVER_CPU:-1}
 
 command -v wrk >/dev/null || { echo "bench: wrk is not installed (make bench installs it)" >&2; exit 2; }
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -88,7 +93,8 @@ start_payd() { # db name [serve flags...]
   shift 2
   PORT=$("${H[@]}" free-port)
   # the access log on, as in production: its JSON lines go to stderr, here a file
-  local cmd=("$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db" --access-log=true "$@")
+  local cmd=(taskset -c "$SERVER_CPU" "$PAYD" serve --listen "127.0.0.1:$PORT" --db "$db"
+    --access-log=true "$@")
   echo "$(quoted "${cmd[@]}") 2>$(quoted "$WORK/$name.log")" >>"$COMMANDS"
   "${cmd[@]}" 2>"$WORK/$name.log" &
   PAYD_PID=$!
@@ -107,12 +113,13 @@ stop_payd() {
 start_nginx() {
   local dir=$WORK/nginx
   NGINX_PORT=$("${H[@]}" free-port)
-  write_nginx_static_conf "$dir" "$NGINX_PORT"
+  write_nginx_static_conf "$dir" "$NGINX_PORT" 1
   echo "# \$WORK/nginx/nginx.conf is the one write_nginx_static_conf in bench/nginx_static.sh writes" \
     >>"$COMMANDS"
-  remember "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+  remember taskset -c "$SERVER_CPU" "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
   # shellcheck disable=SC2094 # nginx only writes the file -e names
-  "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log" &
+  taskset -c "$SERVER_CPU" "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+    2>>"$dir/error.log" &
   NGINX_PID=$!
   "${H[@]}" wait-ready "$NGINX_PORT" 15 || { cat "$dir/error.log" >&2; exit 1; }
   # the master and its workers (found by parent pid): their CPU is nginx's cost per request
@@ -142,7 +149,7 @@ wrk_once() { # name duration pids [BENCH_VAR=value...] -- wrk-args...
   before=$("${H[@]}" proc $pids)
   # in a subshell, so that `times` reports wrk's own CPU as the children's
   (
-    run "${envs[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --latency "$@" \
+    run "${envs[@]}" taskset -c "$WRK_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --latency "$@" \
       >"$WORK/$name.wrk" 2>&1 || { cat "$WORK/$name.wrk" >&2; exit 1; }
     times >"$WORK/$name.times"
   )
@@ -152,22 +159,19 @@ wrk_once() { # name duration pids [BENCH_VAR=value...] -- wrk-args...
     "$WORK/$name.times"
 }
 
-# One measurement of payd (or, for the yardstick's own row, of nginx), repeated and kept at its
-# best. The same work costs this VM up to ~30 % more CPU from one run to the next, and other
-# work on the machine (or the host: stolen time counts as other load) takes CPU from the
-# measurement, so: each run starts when the machine is quiet (waiting up to 15 s), the
-# measurement runs REPEAT times (plus once more when other work disturbed every run), and the
-# fastest undisturbed run is kept; all runs are listed in RESULTS.md.
-# Each payd run is paired with a run of nginx (a static 200, the same wrk load and duration)
-# right before it, recorded as NAME_nginx and kept the same way: a row's ratio to nginx compares
-# two figures taken seconds apart, not payd's now with nginx's minutes ago (nginx alone moved
-# between 96k and 129k req/s within one hour on this VM).
+# One measurement of payd (or, for the yardstick's own row, of nginx), run REPEAT times (default
+# three) and judged on its median run; every run's req/s is listed in RESULTS.md. Each run starts
+# when the machine is quiet (waiting up to BENCH_QUIET_WAIT s). Pinning keeps wrk and the server
+# off each other's CPU, which made ratios repeat within a few per cent where best-of-two on shared
+# CPUs moved by a third. Each payd run is paired with a run of nginx (a static 200, the same wrk
+# load and duration, the same CPU) right before it, recorded as NAME_nginx and judged the same
+# way: a row's ratio to nginx compares two figures taken seconds apart.
 QUIET_WAIT=${BENCH_QUIET_WAIT:-15}
-REPEAT=${BENCH_REPEAT:-2}
+REPEAT=${BENCH_REPEAT:-3}
 measure() { # name duration [BENCH_VAR=value...] -- wrk-args...
-  local name=$1 duration=$2 other attempt
+  local name=$1 duration=$2 attempt
   shift 2
-  for attempt in $(seq 1 $((REPEAT + 1))); do
+  for attempt in $(seq 1 "$REPEAT"); do
     "${H[@]}" wait-quiet "$QUIET_WAIT" 10 >/dev/null
     if [ "$name" = nginx_static ]; then
       wrk_once "$name" "$duration" "$NGINX_PIDS" "$@"
@@ -176,17 +180,9 @@ measure() { # name duration [BENCH_VAR=value...] -- wrk-args...
         wrk_once "${name}_nginx" "$duration" "$NGINX_PIDS" -- "http://127.0.0.1:$NGINX_PORT/"
       wrk_once "$name" "$duration" "$PAYD_PIDS" "$@"
     fi
-    other=$("${H[@]}" best-other-load "$RESULTS" "$name")
-    if [ "$attempt" -ge "$REPEAT" ]; then
-      if [ "$other" -le 15 ] || [ "$attempt" -gt "$REPEAT" ] ||
-        [ $(($(date +%s) - STARTED)) -gt 420 ]; then
-        break
-      fi
-      note "$name: other work disturbed every run (best: $other% of the CPUs); once more"
-    fi
   done
-  "${H[@]}" keep-best "$RESULTS" "$name"
-  [ "$name" = nginx_static ] || [ -n "${UNPAIRED:-}" ] || "${H[@]}" keep-best "$RESULTS" "${name}_nginx"
+  "${H[@]}" keep-median "$RESULTS" "$name"
+  [ "$name" = nginx_static ] || [ -n "${UNPAIRED:-}" ] || "${H[@]}" keep-median "$RESULTS" "${name}_nginx"
 }
 
 URL() { echo "http://127.0.0.1:$PORT$1"; }
