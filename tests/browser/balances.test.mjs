@@ -165,6 +165,21 @@ describe('balances', () => {
     assert.deepEqual(withoutText(shown), apiRows(await user.list('/v1/balance_transactions', { type: 'transfer', account_id: reserve.id })));
     assert.deepEqual(shown.map((r) => r.amount), [4321]);
 
+    // UTC days: today holds every line; a To day before it, none
+    await page.selectOption('#txn-type', '');
+    await page.selectOption('#txn-account', '');
+    const today = new Date().toISOString().slice(0, 10);
+    await page.fill('#txn-from', today);
+    shown = await readToEnd(page);
+    assert.deepEqual(withoutText(shown), apiRows(await user.list('/v1/balance_transactions', { created_gte: `${today}T00:00:00Z` })));
+    assert.ok(shown.length > 50);
+    await page.fill('#txn-from', '');
+    await page.fill('#txn-to', '2026-01-01');
+    shown = await readToEnd(page);
+    assert.deepEqual(shown, []);
+    await page.fill('#txn-to', '');
+    await page.locator('#txns-status[data-state=more]').waitFor();
+
     // a reload stays on the page
     await page.reload();
     await page.locator('#view-balances').waitFor({ state: 'visible' });
