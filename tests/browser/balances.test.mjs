@@ -187,6 +187,30 @@ describe('balances', () => {
     assertClean(seen);
   });
 
+  test('on a phone-sized screen the balance and the list fit, and a source opens from the keyboard', async () => {
+    const phone = await watchedPage(browser, { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    await signIn(phone.page, server, user, `#account=${main.id}`);
+    await phone.page.locator(`#account-balance[data-state=ready][data-account="${main.id}"]`).waitFor();
+    const wide = () => phone.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok((await wide()) <= 0, `no sideways scrolling on the payments page (${await wide()}px too wide)`);
+    await phone.page.click('#balance-transactions');
+    await phone.page.locator('#txns-status[data-state=more]').waitFor();
+    assert.ok((await wide()) <= 0, `no sideways scrolling on the balance transactions page (${await wide()}px too wide)`);
+    await phone.page.screenshot({ path: screenshotPath('balance-transactions-phone.png') });
+    // Tab reaches the first row's source; Enter opens it
+    const first = (await user.list('/v1/balance_transactions', { account_id: main.id }))[0];
+    await phone.page.evaluate(() => document.querySelector('#txn-to').focus());
+    for (let i = 0; i < 10 && !(await phone.page.evaluate(() => document.activeElement?.classList.contains('source'))); i++) {
+      await phone.page.keyboard.press('Tab');
+    }
+    assert.equal(await phone.page.evaluate(() => document.activeElement.textContent), first.source);
+    await phone.page.keyboard.press('Enter');
+    await phone.page.locator('#object-dialog').waitFor({ state: 'visible' });
+    assert.equal(JSON.parse(await phone.page.textContent('#object-json')).id, first.source);
+    assertClean(phone.seen);
+    await phone.page.context().close();
+  });
+
   test('each row opens its source, and the search box finds a txn_ id', async () => {
     await page.selectOption('#txn-account', main.id);
     await page.selectOption('#txn-type', '');

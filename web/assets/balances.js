@@ -44,7 +44,7 @@ export async function loadBalance(account, onOpenTransactions) {
 
 // ---- the balance transactions page ----
 
-const state = { generation: 0, cursor: null, hasMore: false, loading: false, accounts: new Map(), shown: 0 };
+const state = { generation: 0, cursor: null, hasMore: false, loading: false, accounts: new Map(), ids: new Set() };
 let openSource = () => {};
 
 function filters() {
@@ -117,19 +117,20 @@ async function loadMore() {
   state.loading = false;
   const list = $('#txns');
   for (const t of page.data) {
-    if (list.querySelector(`li[data-id="${t.id}"]`)) continue; // keyset pages never overlap; never show one twice anyway
+    if (state.ids.has(t.id)) continue; // keyset pages never overlap; never show one twice anyway
+    state.ids.add(t.id);
     list.append(txnRow(t));
   }
-  state.shown = list.children.length;
+  const shown = state.ids.size;
   state.cursor = page.next_cursor;
   state.hasMore = Boolean(page.has_more && page.next_cursor);
   list.removeAttribute('aria-busy');
   if (state.hasMore) {
-    setStatus(`${state.shown} balance transactions shown; more load as you scroll.`, 'more',
+    setStatus(`${shown} balance transactions shown; more load as you scroll.`, 'more',
       h('button', { type: 'button', id: 'txns-more', class: 'quiet', onclick: () => loadMore() }, 'Load more'));
     if (sentinelNearView()) setTimeout(() => loadMore(), 0);
   } else {
-    setStatus(state.shown ? `All ${state.shown} balance transactions shown.` : 'No balance transactions for these filters.', 'end');
+    setStatus(shown ? `All ${shown} balance transactions shown.` : 'No balance transactions for these filters.', 'end');
   }
 }
 
@@ -138,6 +139,7 @@ function restart() {
   state.cursor = null;
   state.hasMore = true;
   state.loading = false;
+  state.ids.clear();
   $('#txns').replaceChildren();
   $('#txns').setAttribute('aria-busy', 'true');
   loadMore();
