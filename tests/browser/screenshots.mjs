@@ -1,6 +1,7 @@
 // Makes the screenshots of docs/dashboard.md: the real payd on a fresh database, a scene set
 // through the API (an account with payments, a webhook endpoint with a delivery sent twice, a
-// second API key), and each page of the dashboard in Debian's Chromium. Run it again after a
+// second API key, then a transfer to a second account), and each page of the dashboard in
+// Debian's Chromium. Run it again after a
 // change to the page:
 //
 //   cmake --build build && node tests/browser/screenshots.mjs     (writes docs/images/dashboard-*.png)
@@ -75,6 +76,20 @@ try {
   await page.press('#search-id', 'Enter');
   await page.locator('#search-status[data-state=not-found]').waitFor();
   await page.screenshot({ path: shot('search'), clip: { x: 0, y: 0, width: 1280, height: 160 } });
+
+  // balances, last, so the scenes above stay as they were: a second account and a transfer to it
+  const reserve = server.createAccount(user, 'USD', 'Reserve');
+  const moved = await user.request('POST', '/v1/transfers',
+    { body: { biz_seq: 'reserve-2026-12', from_account: account.id, to_account: reserve.id, amount: 2500000, currency: 'USD' } });
+  if (moved.status !== 201) throw new Error(`transfer: ${moved.status}`);
+  await page.goto(`${server.url}/#account=${account.id}`);
+  await page.reload();
+  await page.locator('#account-balance[data-state=ready]').waitFor();
+  await page.locator('#list-status[data-state=end]').waitFor();
+  await page.screenshot({ path: shot('account-balance'), clip: { x: 0, y: 0, width: 1280, height: 420 } });
+  await page.click('#balance-transactions');
+  await page.locator('#txns-status[data-state=end]').waitFor();
+  await page.screenshot({ path: shot('balance-transactions') });
   await sleep(0);
   console.log(`screenshots in ${OUT}`);
 } finally {

@@ -14,10 +14,11 @@ import { registerView, showView, wireNavigation } from './views.js';
 import { loadEndpoints } from './webhooks.js';
 import { showEvents } from './events.js';
 import { loadKeys } from './keys.js';
-import { wireSearch } from './search.js';
+import { openById, wireSearch } from './search.js';
+import { loadBalance, presetAccount, showBalanceTransactions, sourceKind, wireBalanceTransactions } from './balances.js';
 
 // The page's own settings live in the fragment, which never reaches the server:
-// #account=acct_… (the account shown), view=webhooks|events|keys (the page shown) and poll=MS (how often the list looks for new payments,
+// #account=acct_… (the account shown), view=webhooks|events|balances|keys (the page shown) and poll=MS (how often the list looks for new payments,
 // at least 500 ms; default 5 s).
 const fragment = new URLSearchParams(location.hash.slice(1));
 const POLL_MS = Math.max(500, Number(fragment.get('poll')) || 5000);
@@ -115,6 +116,8 @@ registerView('payments');
 registerView('webhooks', () => loadEndpoints());
 registerView('events', () => showEvents());
 registerView('keys', () => loadKeys());
+registerView('balances', () => showBalanceTransactions());
+wireBalanceTransactions(openById);
 wireNavigation(fragment);
 
 wireSearch({
@@ -132,6 +135,8 @@ wireSearch({
   refund: (r) => showObject(`Refund ${r.id}`, r, [{ label: 'Open its payment', run: () => openDetail(r.payment_id) }]),
   order: (o) => showObject(`Order ${o.id}`, o, o.payment_id ? [{ label: 'Open its payment', run: () => openDetail(o.payment_id) }] : []),
   transfer: (t) => showObject(`Transfer ${t.id}`, t),
+  'balance transaction': (t) => showObject(`Balance transaction ${t.id}`, t,
+    [{ label: `Open its ${sourceKind(t.source)}`, run: () => openById(t.source) }]),
   'API key': (k) => {
     showView('keys', fragment);
     showObject(`API key ${k.prefix}…`, k);
@@ -184,6 +189,12 @@ function selectAccount(id) {
   show($('#account-view'), true);
   list.reset(account, currentFilters());
   loadChart();
+  loadBalance(account, openAccountTransactions);
+}
+
+function openAccountTransactions(id) {
+  presetAccount(id);
+  showView('balances', fragment);
 }
 
 async function refreshAccount() {
@@ -193,6 +204,7 @@ async function refreshAccount() {
     state.accounts = state.accounts.map((a) => (a.id === data.id ? data : a));
     if (state.account.id === data.id) state.account = data;
     renderAccounts();
+    loadBalance(state.account, openAccountTransactions);
   } catch {
     // the balance shown stays as it was; the next change refreshes it
   }

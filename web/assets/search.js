@@ -16,6 +16,7 @@ const KINDS = [
   { prefix: 'evt_', name: 'event', path: (id) => `/v1/events/${id}` },
   { prefix: 'we_', name: 'webhook endpoint', path: (id) => `/v1/webhook_endpoints/${id}` },
   { prefix: 'key_', name: 'API key', find: findKey },
+  { prefix: 'txn_', name: 'balance transaction', path: (id) => `/v1/balance_transactions/${id}` },
 ];
 
 export const ID_PREFIXES = KINDS.map((k) => k.prefix);
@@ -52,6 +53,14 @@ export async function lookUp(text) {
   return { kind: kind.name, object };
 }
 
+// Opens an object by its id as the search box would (a balance transaction's source), showing
+// the id in the box and, when it cannot be found, the search's own message.
+let find = async () => {};
+export function openById(id) {
+  $('#search-id').value = id;
+  return find(id);
+}
+
 export function wireSearch(openers) {
   const form = $('#search');
   const status = $('#search-status');
@@ -68,10 +77,7 @@ export function wireSearch(openers) {
   form.addEventListener('keydown', (event) => {
     if (event.key === 'Escape') say('', 'idle');
   });
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    const text = $('#search-id').value;
-    if (!text.trim()) return;
+  find = async (text) => {
     say('Looking…', 'looking');
     try {
       const found = await lookUp(text);
@@ -80,5 +86,11 @@ export function wireSearch(openers) {
     } catch (err) {
       say(err.message, 'not-found');
     }
+  };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const text = $('#search-id').value;
+    if (!text.trim()) return;
+    await find(text);
   });
 }

@@ -2,7 +2,7 @@
 // declarations: it must compile, so the declarations stay usable as documented.
 import http from 'node:http';
 import { Payd, PaydError, CardError, verifyWebhook, WebhookVerificationError } from '@payd/client';
-import type { Event, Payment } from '@payd/client';
+import type { Balance, BalanceTransaction, Event, Payment } from '@payd/client';
 
 const payd = new Payd({ apiKey: process.env.PAYD_API_KEY ?? '', maxRetries: 4, deadlineMs: 60_000 });
 
@@ -24,6 +24,17 @@ export async function payAndList(accountId: string): Promise<number> {
   const page = await payd.events.list({ type: 'payment.succeeded' }).page();
   const events: Event[] = page.data;
   return total + events.length;
+}
+
+// What the account holds, and its refunds' lines, newest first.
+export async function refundsOf(accountId: string): Promise<[Balance, BalanceTransaction[]]> {
+  const balance: Balance = await payd.accounts.balance(accountId);
+  const lines: BalanceTransaction[] = [];
+  for await (const line of payd.balanceTransactions.list({ account_id: accountId, type: 'refund', limit: 100 })) {
+    const amount: number = line.amount; // signed: a refund's line is negative
+    if (amount < 0) lines.push(await payd.balanceTransactions.retrieve(line.id));
+  }
+  return [balance, lines];
 }
 
 export function receiver(secret: string): http.Server {

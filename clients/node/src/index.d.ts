@@ -2,7 +2,7 @@
 // from docs/openapi.json by scripts/gen-types.mjs.
 
 import type {
-  Account, AccountCreate, Event, EventType, Order, OrderCreate, Payment, PaymentCreate, Problem,
+  Account, AccountCreate, Balance, BalanceTransaction, Event, EventType, Order, OrderCreate, Payment, PaymentCreate, Problem,
   Refund, RefundCreate, WebhookAttempt, WebhookEndpoint, WebhookEndpointCreate,
   WebhookEndpointDeleted, WebhookEndpointUpdate, WebhookSecretRotation,
 } from './types.gen.js';
@@ -122,12 +122,24 @@ export interface EventListParams extends ListParams {
   created_lt?: string;
 }
 
+export interface BalanceTransactionListParams extends ListParams {
+  /** One of the caller's accounts (another user's: 404). */
+  account_id?: string;
+  type?: BalanceTransaction['type'];
+  /** The payment, refund or transfer that caused the lines: `pay_…`, `re_…` or `tr_…`. */
+  source?: string;
+  created_gte?: string;
+  created_lt?: string;
+}
+
 export declare class Payd {
   constructor(options: PaydOptions);
   readonly accounts: {
     create(params: AccountCreate, options?: CreateOptions): Promise<Account>;
     retrieve(id: string): Promise<Account>;
     list(params?: ListParams): ListIterator<Account>;
+    /** The account's available and pending books (docs/api.md §18). */
+    balance(id: string): Promise<Balance>;
   };
   readonly payments: {
     create(params: PaymentCreate, options?: CreateOptions): Promise<Payment>;
@@ -143,6 +155,12 @@ export declare class Payd {
     create(params: OrderCreate, options?: CreateOptions): Promise<Order>;
     retrieve(id: string): Promise<Order>;
     list(params?: ListParams & { status?: Order['status'] }): ListIterator<Order>;
+  };
+  readonly balanceTransactions: {
+    retrieve(id: string): Promise<BalanceTransaction>;
+    /** The same as retrieve. */
+    get(id: string): Promise<BalanceTransaction>;
+    list(params?: BalanceTransactionListParams): ListIterator<BalanceTransaction>;
   };
   readonly events: {
     retrieve(id: string): Promise<Event>;

@@ -2,7 +2,7 @@
 // Retries as docs/client.md says, typed errors, lists as async iterators, webhook verification.
 
 import { HttpClient } from './http.js';
-import { Accounts, Events, Orders, Payments, Refunds, WebhookEndpoints } from './resources.js';
+import { Accounts, BalanceTransactions, Events, Orders, Payments, Refunds, WebhookEndpoints } from './resources.js';
 
 export class Payd {
   /**
@@ -16,6 +16,7 @@ export class Payd {
     this.payments = new Payments(this.http);
     this.refunds = new Refunds(this.http);
     this.orders = new Orders(this.http);
+    this.balanceTransactions = new BalanceTransactions(this.http);
     this.events = new Events(this.http);
     this.webhookEndpoints = new WebhookEndpoints(this.http);
   }

@@ -31,6 +31,10 @@ export class Accounts extends Resource {
   list(params = {}) {
     return super.list('/v1/accounts', params);
   }
+  /** The account's books (docs/api.md §18): `{object: 'balance', available, pending, currency}`. */
+  balance(id) {
+    return this.call('GET', `/v1/accounts/${seg(id)}/balance`);
+  }
 }
 
 export class Payments extends Resource {
@@ -68,6 +72,21 @@ export class Orders extends Resource {
   }
   list(params = {}) {
     return super.list('/v1/orders', params);
+  }
+}
+
+export class BalanceTransactions extends Resource {
+  /** One ledger line on one of the caller's accounts (`txn_…`). */
+  retrieve(id) {
+    return this.call('GET', `/v1/balance_transactions/${seg(id)}`);
+  }
+  /** The same as retrieve: the C client's and payctl's name for it. */
+  get(id) {
+    return this.retrieve(id);
+  }
+  /** `list({account_id?, type?, source?, created_gte?, created_lt?, limit?})`, newest first. */
+  list(params = {}) {
+    return super.list('/v1/balance_transactions', params);
   }
 }
 

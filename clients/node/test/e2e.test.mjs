@@ -130,6 +130,59 @@ test('a 250-item list is iterated to the end with no repeat', { skip }, async ()
   assert.deepEqual([...seen].sort(), created.map((p) => p.id).sort());
 });
 
+test("balances: the account's books and its balance transactions, listed through next_cursor and got by id", { skip }, async () => {
+  const { client: c } = client();
+  const from = await newAccount();
+  const to = await newAccount();
+  const payments = [];
+  for (let i = 0; i < 7; i++)
+    payments.push(await c.payments.create({ account_id: from, amount: 1000 + i, currency: 'USD', source: 'tok_visa' }));
+  const refund = await c.refunds.create({ payment: payments[2].id, amount: 300 });
+  const transfer = (await c.request({
+    method: 'POST', path: '/v1/transfers',
+    body: { biz_seq: `node-e2e-${from}`, from_account: from, to_account: to, amount: 2500, currency: 'USD' },
+  })).body;
+  assert.equal(transfer.status, 'succeeded');
+
+  const charged = payments.reduce((sum, p) => sum + p.amount, 0);
+  assert.deepEqual(await c.accounts.balance(from),
+    { object: 'balance', available: charged - 300 - 2500, pending: 0, currency: 'USD' });
+  assert.deepEqual(await c.accounts.balance(to), { object: 'balance', available: 2500, pending: 0, currency: 'USD' });
+  assert.equal((await c.accounts.balance(from)).available, (await c.accounts.retrieve(from)).balance);
+
+  // 9 lines on `from`, 2 at a time: 5 pages, newest first, each line once
+  const list = c.balanceTransactions.list({ account_id: from, limit: 2 });
+  const lines = await list.toArray();
+  assert.equal(list.pages, 5);
+  assert.equal(lines.length, 9);
+  assert.equal(new Set(lines.map((t) => t.id)).size, 9);
+  assert.deepEqual(lines.map((t) => [t.type, t.amount, t.source]), [
+    ['transfer', -2500, transfer.id], ['refund', -300, refund.id],
+    ...[...payments].reverse().map((p) => ['charge', p.amount, p.id]),
+  ]);
+  assert.equal(lines.reduce((sum, t) => sum + t.amount, 0), (await c.accounts.balance(from)).available);
+  for (const t of lines) assert.ok(/^txn_[0-9a-z]{13}$/.test(t.id) && t.account_id === from && t.currency === 'USD');
+
+  // the filters are the server's: a type, a source (both sides of the transfer), every account
+  assert.deepEqual((await c.balanceTransactions.list({ account_id: from, type: 'charge' }).toArray()).length, 7);
+  const sides = await c.balanceTransactions.list({ source: transfer.id }).toArray();
+  assert.deepEqual(sides.map((t) => [t.account_id, t.amount]).sort(), [[from, -2500], [to, 2500]].sort());
+  assert.equal(sides[0].entry_id, sides[1].entry_id);
+  const all = (await c.balanceTransactions.list({ limit: 100 }).toArray()).map((t) => t.id);
+  for (const t of lines) assert.ok(all.includes(t.id));
+
+  assert.deepEqual(await c.balanceTransactions.retrieve(lines[1].id), lines[1]);
+  assert.deepEqual(await c.balanceTransactions.get(lines[0].id), lines[0]);
+  await assert.rejects(c.balanceTransactions.retrieve('txn_0000000000000'), (e) => e.status === 404 && e.code === 'resource_missing');
+  await assert.rejects(c.balanceTransactions.list({ type: 'gift' }).toArray(), (e) => e.status === 400);
+  // another user sees none of it
+  const other = payd.createUser('node-e2e-other');
+  const { client: stranger } = client({ apiKey: other.api_key });
+  await assert.rejects(stranger.accounts.balance(from), (e) => e.status === 404);
+  await assert.rejects(stranger.balanceTransactions.retrieve(lines[0].id), (e) => e.status === 404);
+  assert.deepEqual(await stranger.balanceTransactions.list().toArray(), []);
+});
+
 test('a delivery from payd verifies; a tampered or stale one is refused', { skip }, async () => {
   const deliveries = [];
   const waiters = [];

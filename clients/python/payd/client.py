@@ -57,6 +57,7 @@ class Client:
         self.refunds = Refunds(self)
         self.orders = Orders(self)
         self.transfers = Transfers(self)
+        self.balance_transactions = BalanceTransactions(self)
         self.events = Events(self)
         self.webhook_endpoints = WebhookEndpoints(self)
 
@@ -118,6 +119,10 @@ class Accounts(_Resource):
                   cursor: str | None = None) -> models.AccountList:
         return cast(models.AccountList,
                     self._client.list_page("/v1/accounts", limit=limit, cursor=cursor))
+
+    def balance(self, account_id: str) -> models.Balance:
+        """The account's books (docs/api.md §18): available and pending, in minor units."""
+        return cast(models.Balance, self._get(f"/v1/accounts/{_segment(account_id)}/balance"))
 
 
 class Payments(_Resource):
@@ -207,6 +212,36 @@ class Transfers(_Resource):
 
     def retrieve(self, transfer_id: str) -> models.Transfer:
         return cast(models.Transfer, self._get(f"/v1/transfers/{_segment(transfer_id)}"))
+
+
+class BalanceTransactions(_Resource):
+    """The ledger's lines on the caller's accounts (txn_...), newest first."""
+
+    def retrieve(self, transaction_id: str) -> models.BalanceTransaction:
+        return cast(models.BalanceTransaction,
+                    self._get(f"/v1/balance_transactions/{_segment(transaction_id)}"))
+
+    def get(self, transaction_id: str) -> models.BalanceTransaction:
+        """The same as retrieve (the C client's and payctl's name for it)."""
+        return self.retrieve(transaction_id)
+
+    def list(self, *, account_id: str | None = None, type: str | None = None,
+             source: str | None = None, created_gte: str | None = None,
+             created_lt: str | None = None, limit: int | None = None,
+             cursor: str | None = None) -> Iterator[models.BalanceTransaction]:
+        """Every line the filters select, page after page through next_cursor. `source` is
+        the payment, refund or transfer that moved the money (pay_, re_ or tr_)."""
+        return self._client.list_all(
+            "/v1/balance_transactions", account_id=account_id, type=type, source=source,
+            created_gte=created_gte, created_lt=created_lt, limit=limit, cursor=cursor)
+
+    def list_page(self, *, account_id: str | None = None, type: str | None = None,
+                  source: str | None = None, created_gte: str | None = None,
+                  created_lt: str | None = None, limit: int | None = None,
+                  cursor: str | None = None) -> models.BalanceTransactionList:
+        return cast(models.BalanceTransactionList, self._client.list_page(
+            "/v1/balance_transactions", account_id=account_id, type=type, source=source,
+            created_gte=created_gte, created_lt=created_lt, limit=limit, cursor=cursor))
 
 
 class Events(_Resource):

@@ -1,7 +1,8 @@
 """The client end to end against a real payd (build/payd or $PAYD_BIN, started by the API
 tests' harness, tests/api/conftest.py): a lost answer and a 409 in flight each end as one charge;
 a 429 waits its Retry-After; a 402 is not retried; a 250-item list is iterated to the end with no
-repeat; a signed delivery from payd is verified, and a tampered or stale one refused."""
+repeat; balances and balance transactions after payments, a refund and a transfer; a signed
+delivery from payd is verified, and a tampered or stale one refused."""
 
 import importlib.util
 import http.server
@@ -137,6 +138,63 @@ def test_a_250_item_list_is_iterated_to_the_end_with_no_repeat(server, user):
     assert ids == list(reversed(created))  # newest first
     page = c.payments.list_page(account=account["id"], limit=100)
     assert len(page["data"]) == 100 and page["has_more"] and page["next_cursor"]
+
+
+def test_balances_and_balance_transactions(server, user):
+    c = client(server, user)
+    source, dest = c.accounts.create("USD"), c.accounts.create("USD")
+    payments = [c.payments.create(account_id=source["id"], amount=1000 + n, currency="USD",
+                                  source="tok_visa") for n in range(7)]
+    refund = c.refunds.create(payments[2]["id"], amount=300)
+    transfer = c.transfers.create(biz_seq=f"py-e2e-{source['id']}", from_account=source["id"],
+                                  to_account=dest["id"], amount=2500, currency="USD")
+    assert transfer["status"] == "succeeded"
+
+    charged = sum(p["amount"] for p in payments)
+    assert c.accounts.balance(source["id"]) == {
+        "object": "balance", "available": charged - 300 - 2500, "pending": 0, "currency": "USD"}
+    assert c.accounts.balance(dest["id"]) == {
+        "object": "balance", "available": 2500, "pending": 0, "currency": "USD"}
+    assert c.accounts.balance(source["id"])["available"] == \
+        c.accounts.retrieve(source["id"])["balance"]
+
+    # 9 lines on the source account, 2 a page: the generator follows next_cursor to the end
+    lines = list(c.balance_transactions.list(account_id=source["id"], limit=2))
+    assert len(lines) == 9 and len({t["id"] for t in lines}) == 9
+    assert [(t["type"], t["amount"], t["source"]) for t in lines] == [
+        ("transfer", -2500, transfer["id"]), ("refund", -300, refund["id"]),
+        *[("charge", p["amount"], p["id"]) for p in reversed(payments)]]
+    assert sum(t["amount"] for t in lines) == c.accounts.balance(source["id"])["available"]
+    assert all(t["object"] == "balance_transaction" and t["account_id"] == source["id"]
+               and t["id"].startswith("txn_") for t in lines)
+    page = c.balance_transactions.list_page(account_id=source["id"], limit=2)
+    assert [t["id"] for t in page["data"]] == [t["id"] for t in lines[:2]] and page["has_more"]
+    rest = list(c.balance_transactions.list(account_id=source["id"], limit=2,
+                                            cursor=page["next_cursor"]))
+    assert rest == lines[2:]
+
+    # the filters: a type, a source (both sides of the transfer, one entry), every account
+    assert len(list(c.balance_transactions.list(account_id=source["id"], type="charge"))) == 7
+    sides = list(c.balance_transactions.list(source=transfer["id"]))
+    assert sorted((t["account_id"], t["amount"]) for t in sides) == sorted(
+        [(source["id"], -2500), (dest["id"], 2500)])
+    assert sides[0]["entry_id"] == sides[1]["entry_id"]
+    every = {t["id"] for t in c.balance_transactions.list(limit=100)}
+    assert {t["id"] for t in lines} <= every
+
+    assert c.balance_transactions.retrieve(lines[1]["id"]) == lines[1]
+    assert c.balance_transactions.get(lines[0]["id"]) == lines[0]
+    with pytest.raises(payd.NotFoundError):
+        c.balance_transactions.retrieve("txn_0000000000000")
+    with pytest.raises(payd.InvalidRequestError):
+        list(c.balance_transactions.list(type="gift"))
+    # another user sees none of it
+    stranger = client(server, server.create_user("python-stranger"))
+    with pytest.raises(payd.NotFoundError):
+        stranger.accounts.balance(source["id"])
+    with pytest.raises(payd.NotFoundError):
+        stranger.balance_transactions.retrieve(lines[0]["id"])
+    assert list(stranger.balance_transactions.list()) == []
 
 
 class Receiver:
