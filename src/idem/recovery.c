@@ -359,6 +359,8 @@ static void recover_open_keys(app *a, const idem_recovery_hooks *h, int64_t now)
 void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
 {
     recover_open_keys(a, h, now_us());
+    if (h->periodic && !atomic_load(&stopping))
+        h->periodic(a);
 }
 
 static void *recovery_main(void *arg)
