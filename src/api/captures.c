@@ -182,17 +182,18 @@ static int reserve_hold(db_conn *db, void *arg)
                  "UPDATE payments SET amount_capturable = $2, "
                  "amount_captured = amount_captured + $3, amount_released = amount_released + $4, "
                  "capture_count = capture_count + $5, status = $6, "
-                 "canceled_at = CASE WHEN $7 = 1 THEN $8 ELSE canceled_at END, "
-                 "cancellation_reason = CASE WHEN $7 = 1 THEN $9 ELSE cancellation_reason END "
+                 "canceled_at = CASE WHEN CAST($7 AS BIGINT) = 1 THEN CAST($8 AS BIGINT) "
+                 "ELSE canceled_at END, cancellation_reason = CASE WHEN CAST($7 AS BIGINT) = 1 "
+                 "THEN CAST($9 AS TEXT) ELSE cancellation_reason END "
                  "WHERE id = $1 AND status = 'requires_capture' AND amount_capturable = $10 "
-                 "AND capture_count = $11 AND amount_captured = $12",
-                 "iiiiisiisiii", (int64_t)op->payment_id, c->capturable, c->captured, c->released,
+                 "AND capture_count = $11 AND amount_captured = $12 AND refunded_amount = $13",
+                 "iiiiisiisiiii", (int64_t)op->payment_id, c->capturable, c->captured, c->released,
                  (int64_t)(c->captured > 0), c->status, (int64_t)canceling, op->created_at, reason,
-                 h.capturable, h.capture_count, h.captured);
+                 h.capturable, h.capture_count, h.captured, h.refunded);
     if (rc != DB_DONE)
         return rc;
     if (db_changes(db) != 1)
-        return DB_BUSY; /* another capture, cancel or expiry moved the hold first: read again */
+        return DB_BUSY; /* another capture, cancel, expiry or refund moved it first: read again */
     int64_t moved = c->captured + c->released;
     rc = db_exec(db,
                  "UPDATE accounts SET pending = pending - $2, version = version + 1, "

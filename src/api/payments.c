@@ -287,8 +287,8 @@ static int record_payment(db_conn *db, void *arg)
         "order_id, description, metadata, refunded_amount, processor_charge_id, decline_code, "
         "created_at, capture_method, amount_capturable, amount_captured, capture_before) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, "
-        "CASE WHEN $6 = 'requires_capture' THEN $4 ELSE 0 END, "
-        "CASE WHEN $6 = 'succeeded' THEN $4 ELSE 0 END, $15)",
+        "CASE WHEN CAST($6 AS TEXT) = 'requires_capture' THEN CAST($4 AS BIGINT) ELSE 0 END, "
+        "CASE WHEN CAST($6 AS TEXT) = 'succeeded' THEN CAST($4 AS BIGINT) ELSE 0 END, $15)",
         "iiiissszssssisz", (int64_t)p->id, (int64_t)req->user.id, (int64_t)p->account_id, p->amount,
         p->currency, status, p->source, (int64_t)p->order_id, p->description, p->metadata,
         p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at,
