@@ -391,3 +391,36 @@ def test_ledger_verify_sees_a_broken_hold(fresh_server):
     assert out.returncode == 1, out
     kinds = {v["kind"] for v in json.loads(out.stdout)["violations"]}
     assert "capture_mismatch" in kinds, out.stdout
+
+
+def payctl(user, *args):
+    from conftest import PAYCTL
+    env = dict(os.environ, PAYD_URL=user.server.url, PAYD_API_KEY=user.key)
+    return subprocess.run([PAYCTL, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_payctl_capture_and_cancel(server, alice):
+    account = alice.create_account()
+    out = payctl(alice, "payments", "create", "--account", account["id"], "--amount", "900",
+                 "--currency", "USD", "--source", "tok_visa", "--capture-method", "manual")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert p["status"] == "requires_capture"
+    # without --final the rest stays capturable
+    out = payctl(alice, "payments", "capture", p["id"], "--amount", "200")
+    assert out.returncode == 0, out.stderr
+    assert (json.loads(out.stdout)["amount_captured"], json.loads(out.stdout)["status"]) == (
+        200, "requires_capture")
+    out = payctl(alice, "payments", "capture", p["id"], "--amount", "100", "--final")
+    assert out.returncode == 0, out.stderr
+    q = json.loads(out.stdout)
+    assert (q["status"], q["amount_captured"], q["amount_released"]) == ("succeeded", 300, 600)
+    p2 = authorize(alice, account, 50)
+    out = payctl(alice, "payments", "cancel", p2["id"], "--reason", "duplicate")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["cancellation_reason"] == "duplicate"
+    refused = payctl(alice, "payments", "cancel", p2["id"])
+    assert refused.returncode == 1 and "payment_not_capturable" in refused.stdout + refused.stderr
+    out = payctl(alice, "payments", "list", "--account", account["id"], "--status", "canceled")
+    assert out.returncode == 0 and [json.loads(l)["id"] for l in out.stdout.splitlines()] == [
+        p2["id"]]
