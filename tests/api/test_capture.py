@@ -424,3 +424,22 @@ def test_payctl_capture_and_cancel(server, alice):
     out = payctl(alice, "payments", "list", "--account", account["id"], "--status", "canceled")
     assert out.returncode == 0 and [json.loads(l)["id"] for l in out.stdout.splitlines()] == [
         p2["id"]]
+
+
+def test_ledger_verify_sees_a_capture_without_its_record(fresh_server):
+    """A capture the processor made that no payment_captures row carries, and a capture entry
+    without its row: both reported (docs/ledger.md, "Verify")."""
+    s = fresh_server()
+    u = s.create_user("planted")
+    account = u.create_account()
+    p = authorize(u, account, 1000)
+    assert capture(u, p, {"amount_to_capture": 100, "final_capture": False}).status == 200
+    assert verify_ledger(s.db, settle_s=0)["holds_in_doubt"] == 0
+    s.stop()
+    s.execute("DELETE FROM payment_captures")
+    out = subprocess.run([PAYD, "ledger", "verify", "--db", s.db], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1, out
+    found = {(v["kind"], v.get("type")) for v in json.loads(out.stdout)["violations"]}
+    assert ("processor_record_without_entry", "capture") in found, out.stdout
+    assert ("source_entries", "capture") in found, out.stdout
