@@ -443,3 +443,35 @@ def test_ledger_verify_sees_a_capture_without_its_record(fresh_server):
     found = {(v["kind"], v.get("type")) for v in json.loads(out.stdout)["violations"]}
     assert ("processor_record_without_entry", "capture") in found, out.stdout
     assert ("source_entries", "capture") in found, out.stdout
+
+
+def test_expiry_on_two_nodes_releases_each_hold_once(fresh_server, tmp_path):
+    """Two nodes on one PostgreSQL database run the expiry at once: every hold is released
+    once at the processor and canceled once, whichever node got there first."""
+    from conftest import BACKEND, Payd
+    if BACKEND != "postgres":
+        pytest.skip("one serve owns a SQLite file: several nodes need PostgreSQL")
+    args = ["--authorization-ttl", "1s", "--recovery-interval", "100ms"]
+    a = fresh_server(args)
+    other = Payd(str(tmp_path / "b"), args=args, db=a.db)
+    os.makedirs(other.tmpdir, exist_ok=True)
+    other.start()
+    try:
+        u = a.create_user("two-nodes", rate_limit="100000/s")
+        account = u.create_account()
+        holds = [authorize(u, account, 100 + i) for i in range(20)]
+        deadline = time.time() + 20
+        while time.time() < deadline and a.sql(
+                "SELECT COUNT(*) FROM payments WHERE status = 'requires_capture'") > 0:
+            time.sleep(0.2)
+        for p in holds:
+            q = get(u, p)
+            assert (q["status"], q["cancellation_reason"], q["amount_released"]) == (
+                "canceled", "expired", p["amount"]), q
+        assert a.sql("SELECT COUNT(*) FROM payment_captures WHERE kind = 'expiry' "
+                     "AND status = 'succeeded'") == 20
+        assert a.sql("SELECT COUNT(*) FROM processor_captures") == 20
+        assert a.sql("SELECT COUNT(*) FROM events WHERE type = 'payment.canceled'") == 20
+        verify_ledger(a.db)
+    finally:
+        other.stop()
