@@ -206,7 +206,7 @@ static int reserve_hold(db_conn *db, void *arg)
     if (c->captured > 0) {
         rc = account_credit_at_commit(db, op->account_id, c->captured, op->created_at);
         if (rc == DB_DONE) /* the volume rollup counts what was taken, under the payment's hour */
-            rc = stats_record_payment(db, op->account_id, paid_at, c->captured);
+            rc = stats_record_capture(db, op->account_id, paid_at, c->captured, h.captured == 0);
         if (rc == DB_DONE)
             rc = ledger_post_capture(db, req->app, op->user_id, op->payment_id, op->account_id,
                                      op->currency, c->captured);

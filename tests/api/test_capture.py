@@ -475,3 +475,17 @@ def test_expiry_on_two_nodes_releases_each_hold_once(fresh_server, tmp_path):
         verify_ledger(a.db)
     finally:
         other.stop()
+
+
+def test_volume_counts_what_was_captured(server, alice):
+    """The payment volume (§16) counts a manual payment once, at its first capture, with what
+    was captured; a hold alone or a cancel adds nothing."""
+    account = alice.create_account()
+    p = authorize(alice, account, 1000)
+    held = authorize(alice, account, 500)
+    total = lambda: alice.get(f"/v1/accounts/{account['id']}/payments/stats").json["total"]  # noqa: E731
+    assert (total()["count"], total()["amount"]) == (0, 0)
+    capture(alice, p, {"amount_to_capture": 200, "final_capture": False})
+    capture(alice, p, {"amount_to_capture": 300})
+    cancel(alice, held)
+    assert (total()["count"], total()["amount"]) == (1, 500)
