@@ -489,3 +489,35 @@ def test_volume_counts_what_was_captured(server, alice):
     capture(alice, p, {"amount_to_capture": 300})
     cancel(alice, held)
     assert (total()["count"], total()["amount"]) == (1, 500)
+
+
+@pytest.mark.parametrize("point", ["before-capture", "after-capture"])
+def test_crash_around_the_processor_call_is_finished_once(fresh_server, point):
+    """A node dies after the capture was reserved, before or after the processor captured: the
+    recoverer finishes it under the same processor key (one capture at the processor), and the
+    client's late retry gets the recovered answer."""
+    s = fresh_server(env={"PAYD_FAULT": point})
+    u = s.create_user("crash", rate_limit="100000/s")
+    account = u.create_account()
+    p = authorize(u, account, 1000)
+    k = key()
+    with pytest.raises(Exception):
+        capture(u, p, {"amount_to_capture": 250, "final_capture": False}, idem=k)
+    s.proc.wait(10)
+    s.log.close()
+    assert s.sql("SELECT COUNT(*) FROM payment_captures WHERE status = 'pending'") == 1
+    assert s.sql("SELECT COUNT(*) FROM processor_captures") == (1 if point == "after-capture"
+                                                                  else 0)
+    s.env.pop("PAYD_FAULT")
+    s.args = ["--idempotency-lock-timeout", "1s", "--processor-timeout", "500ms",
+              "--recovery-interval", "200ms"]
+    s.start(s.port)
+    deadline = time.time() + 10
+    while time.time() < deadline and s.sql(
+            "SELECT COUNT(*) FROM payment_captures WHERE status = 'succeeded'") == 0:
+        time.sleep(0.2)
+    assert s.sql("SELECT COUNT(*) FROM processor_captures") == 1
+    r = capture(u, p, {"amount_to_capture": 250, "final_capture": False}, idem=k)
+    assert r.status == 200 and r.header("Idempotent-Replayed") == "true", r
+    assert r.json["amount_captured"] == 250 and get(u, p)["amount_captured"] == 250
+    verify_ledger(s.db)
