@@ -10,6 +10,7 @@
 #include "api/common.h"
 #include "api/event_waiters.h"
 #include "api/handlers.h"
+#include "api/captures.h"
 #include "api/routes.h"
 #include "core/currency.h"
 #include "core/ids.h"
@@ -665,8 +666,10 @@ static int cmd_serve(int argc, char **argv)
     }
     /* the recoverer runs keys left in doubt through the route table and the pipeline's
      * handler step, handed down to it: idem/ sits below both */
-    idem_recovery_hooks recovery_hooks = {
-        .routes = payd_routes, .route_count = payd_route_count, .run_step = run_step};
+    idem_recovery_hooks recovery_hooks = {.routes = payd_routes,
+                                          .route_count = payd_route_count,
+                                          .run_step = run_step,
+                                          .periodic = captures_expire_due};
     idem_recovery_start(&a, &recovery_hooks);
     /* expired keys and old events, in bounded chunks beside the requests (store/prune.h) */
     prune_schedule retention = {.interval_ms = a.cfg.recovery_interval_ms,

@@ -168,6 +168,7 @@ typedef struct payd_payment_params {
     const payd_param *metadata;
     size_t metadata_len;
     const char *idempotency_key; /* NULL = generated */
+    const char *capture_method;  /* optional: "automatic" (default) or "manual" (§17) */
 } payd_payment_params;
 
 PAYD_API payd_status payd_payment_create(payd_client *client, const payd_payment_params *params,
@@ -178,6 +179,16 @@ PAYD_API payd_status payd_payment_get(payd_client *client, const char *payment_i
 PAYD_API payd_status payd_refund_create(payd_client *client, const char *payment_id, int64_t amount,
                                         const char *reason, const char *idempotency_key,
                                         payd_result *result);
+/* §17: captures amount of a manual payment's hold (0: all that is capturable); final_capture
+ * releases the rest, else it stays capturable. idempotency_key may be NULL (generated). */
+PAYD_API payd_status payd_payment_capture(payd_client *client, const char *payment_id,
+                                          int64_t amount, bool final_capture,
+                                          const char *idempotency_key, payd_result *result);
+/* §17: releases what is left of a manual payment's hold; reason and idempotency_key may be
+ * NULL. */
+PAYD_API payd_status payd_payment_cancel(payd_client *client, const char *payment_id,
+                                         const char *reason, const char *idempotency_key,
+                                         payd_result *result);
 /* name may be NULL. */
 PAYD_API payd_status payd_account_create(payd_client *client, const char *currency,
                                          const char *name, payd_result *result);

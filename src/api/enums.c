@@ -6,8 +6,11 @@
 #include "api/pagination.h"
 #include "core/arena.h"
 
-const char *const payment_statuses[] = {"succeeded", "failed", "partially_refunded", "refunded",
-                                        NULL};
+const char *const payment_statuses[] = {"requires_capture",   "succeeded", "failed", "canceled",
+                                        "partially_refunded", "refunded",  NULL};
+const char *const capture_methods[] = {"automatic", "manual", NULL};
+const char *const cancellation_reasons[] = {"requested_by_customer", "abandoned", "fraudulent",
+                                            "duplicate", NULL};
 const char *const order_statuses[] = {"created",   "paid",     "cancelled", "shipped",
                                       "completed", "refunded", NULL};
 const char *const api_key_statuses[] = {"active", "revoked", NULL};
@@ -17,7 +20,8 @@ const char *const balance_transaction_types[] = {"charge", "authorization", "cap
                                                  "refund", "transfer",      NULL};
 
 #define EVENT_TYPES                                                                                \
-    "account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", \
+    "account.created", "payment.succeeded", "payment.failed", "payment.authorized",                \
+        "payment.captured", "payment.canceled", "refund.succeeded", "order.created",               \
         "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created",    \
         "webhook_endpoint.disabled"
 const char *const event_types[] = {EVENT_TYPES, NULL};

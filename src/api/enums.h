@@ -10,6 +10,10 @@ extern const char *const payment_statuses[];
 extern const char *const order_statuses[];
 extern const char *const api_key_statuses[];
 extern const char *const refund_reasons[];
+/* §17: a payment's capture_method, and a cancel's cancellation_reason ("expired" is the
+ * recoverer's own, never a client's) */
+extern const char *const capture_methods[];
+extern const char *const cancellation_reasons[];
 extern const char *const stats_intervals[];
 /* The types of a ledger entry, and so of its balance transactions (docs/ledger.md). */
 extern const char *const balance_transaction_types[];

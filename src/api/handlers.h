@@ -54,6 +54,20 @@ void payments_recover(request *req);
 void payments_get(request *req);
 void payments_list(request *req);
 void payments_count(request *req);
+/* A payments row read with the payment resource's columns, as the contract shows it. */
+void payment_write_row(db_stmt *st, jsonw *w);
+extern const resource payment_resource;
+
+/* §17: POST /v1/payments/{id}/capture and /cancel (api/captures.c), and the recoverer's
+ * expiry of holds past capture_before */
+extern const schema captures_create_body;
+extern const schema cancels_create_body;
+void captures_prepare(request *req);
+step_result captures_create(request *req, void *prepared);
+void captures_recover(request *req);
+void cancels_prepare(request *req);
+step_result cancels_create(request *req, void *prepared);
+void cancels_recover(request *req);
 
 void refunds_prepare(request *req);
 step_result refunds_create(request *req, void *prepared);

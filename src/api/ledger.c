@@ -49,36 +49,37 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
                            "created_at) VALUES ($1, $2, $3, $4, $5, $6)",
                            "iisisi", (int64_t)e->id, (int64_t)e->user, e->type, (int64_t)e->source,
                            e->currency, created_at_of(e->id));
-    /* the lines in one statement: $1..$4 are the entry's, then six per line */
-    char sql[1024];
-    int len = snprintf(sql, sizeof sql,
-                       "INSERT INTO journal_lines (entry_id, user_id, type, source_id, id, "
-                       "account_id, book, currency, amount, created_at) VALUES ");
-    db_value params[4 + 6 * LEDGER_MAX_LINES] = {
-        {.type = 'i', .i = (int64_t)e->id},
-        {.type = 'i', .i = (int64_t)e->user},
-        {.type = 's', .s = e->type},
-        {.type = 'i', .i = (int64_t)e->source},
-    };
-    int n = 4;
-    for (int i = 0; i < e->count; i++) {
-        const ledger_line *l = &e->line[i];
-        len += snprintf(sql + len, sizeof sql - (size_t)len,
-                        "%s($1, $2, $3, $4, $%d, $%d, $%d, $%d, $%d, $%d)", i ? ", " : "", n + 1,
-                        n + 2, n + 3, n + 4, n + 5, n + 6);
-        params[n++] = (db_value){.type = 'i', .i = (int64_t)l->id};
-        params[n++] = l->account ? (db_value){.type = 'i', .i = (int64_t)l->account}
-                                 : (db_value){.type = 'n'};
-        params[n++] = (db_value){.type = 's', .s = book_names[l->book]};
-        params[n++] = (db_value){.type = 's', .s = e->currency};
-        params[n++] = (db_value){.type = 'i', .i = l->amount};
-        params[n++] = (db_value){.type = 'i', .i = created_at_of(l->id)};
+    /* the lines two to a statement (a statement takes at most 16 parameters): $1..$4 are the
+     * entry's, then six per line */
+    for (int first = 0; rc == DB_DONE && first < e->count; first += 2) {
+        char sql[512];
+        int len = snprintf(sql, sizeof sql,
+                           "INSERT INTO journal_lines (entry_id, user_id, type, source_id, id, "
+                           "account_id, book, currency, amount, created_at) VALUES ");
+        db_value params[4 + 6 * 2] = {
+            {.type = 'i', .i = (int64_t)e->id},
+            {.type = 'i', .i = (int64_t)e->user},
+            {.type = 's', .s = e->type},
+            {.type = 'i', .i = (int64_t)e->source},
+        };
+        int n = 4;
+        for (int i = first; i < e->count && i < first + 2; i++) {
+            const ledger_line *l = &e->line[i];
+            len += snprintf(sql + len, sizeof sql - (size_t)len,
+                            "%s($1, $2, $3, $4, $%d, $%d, $%d, $%d, $%d, $%d)",
+                            i > first ? ", " : "", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6);
+            params[n++] = (db_value){.type = 'i', .i = (int64_t)l->id};
+            params[n++] = l->account ? (db_value){.type = 'i', .i = (int64_t)l->account}
+                                     : (db_value){.type = 'n'};
+            params[n++] = (db_value){.type = 's', .s = book_names[l->book]};
+            params[n++] = (db_value){.type = 's', .s = e->currency};
+            params[n++] = (db_value){.type = 'i', .i = l->amount};
+            params[n++] = (db_value){.type = 'i', .i = created_at_of(l->id)};
+        }
+        db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
+        rc = db_step(st);
+        db_done(st);
     }
-    if (rc != DB_DONE)
-        return rc;
-    db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
-    rc = db_step(st);
-    db_done(st);
     return rc;
 }
 
@@ -125,6 +126,50 @@ db_status ledger_post_transfer(db_conn *db, app *a, uint64_t user, uint64_t tran
                       .currency = currency,
                       .line = {{.account = from, .book = BOOK_AVAILABLE, .amount = -amount},
                                {.account = to, .book = BOOK_AVAILABLE, .amount = amount}}};
+    return post_two(db, a, &e);
+}
+
+/* §17: a hold and what becomes of it; the source of each is the payment */
+db_status ledger_post_authorization(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                                    uint64_t account, const char *currency, int64_t amount)
+{
+    ledger_entry e = {.user = user,
+                      .source = payment,
+                      .type = "authorization",
+                      .currency = currency,
+                      .line = {{.account = account, .book = BOOK_PENDING, .amount = amount},
+                               {.book = BOOK_HOLDS, .amount = -amount}}};
+    return post_two(db, a, &e);
+}
+
+db_status ledger_post_capture(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                              uint64_t account, const char *currency, int64_t amount)
+{
+    ledger_entry e = {.user = user,
+                      .source = payment,
+                      .type = "capture",
+                      .currency = currency,
+                      .count = 4,
+                      .line = {{.account = account, .book = BOOK_PENDING, .amount = -amount},
+                               {.book = BOOK_HOLDS, .amount = amount},
+                               {.account = account, .book = BOOK_AVAILABLE, .amount = amount},
+                               {.book = BOOK_PROCESSOR, .amount = -amount}}};
+    if (!ledger_number(&e, a)) {
+        db_note_failure(DB_FAILURE_UNAVAILABLE);
+        return DB_ERROR;
+    }
+    return ledger_post(db, &e);
+}
+
+db_status ledger_post_release(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                              uint64_t account, const char *currency, int64_t amount)
+{
+    ledger_entry e = {.user = user,
+                      .source = payment,
+                      .type = "release",
+                      .currency = currency,
+                      .line = {{.account = account, .book = BOOK_PENDING, .amount = -amount},
+                               {.book = BOOK_HOLDS, .amount = amount}}};
     return post_two(db, a, &e);
 }
 

@@ -46,6 +46,15 @@ db_status ledger_post_refund(db_conn *db, app *a, uint64_t user, uint64_t refund
 db_status ledger_post_transfer(db_conn *db, app *a, uint64_t user, uint64_t transfer, uint64_t from,
                                uint64_t to, const char *currency, int64_t amount);
 
+/* §17: authorization of A (pending +A, holds −A), capture of C (pending −C, holds +C,
+ * available +C, processor −C), release of R (pending −R, holds +R); the payment is the source. */
+db_status ledger_post_authorization(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                                    uint64_t account, const char *currency, int64_t amount);
+db_status ledger_post_capture(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                              uint64_t account, const char *currency, int64_t amount);
+db_status ledger_post_release(db_conn *db, app *a, uint64_t user, uint64_t payment,
+                              uint64_t account, const char *currency, int64_t amount);
+
 /* The book's name as stored and shown. */
 const char *ledger_book_name(ledger_book b);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api/common.h"
+#include "api/enums.h"
 #include "api/events.h"
 #include "api/handlers.h"
 #include "api/ledger.h"
@@ -21,14 +22,28 @@
 
 #define PAYMENT_COLUMNS                                                                            \
     "id, account_id, amount, currency, status, source, order_id, description, metadata, "          \
-    "refunded_amount, processor_charge_id, created_at"
+    "refunded_amount, processor_charge_id, created_at, capture_method, amount_capturable, "        \
+    "amount_captured, amount_released, capture_before, canceled_at, cancellation_reason"
 
 /* A payment as the contract shows it, whether it comes from a row or is being created. */
 typedef struct payment_view {
     uint64_t id, account_id, order_id; /* order_id 0: none */
     int64_t amount, refunded_amount, created_at;
     const char *currency, *status, *source, *description, *metadata, *charge_id;
+    /* §17: the hold; capture_before and canceled_at 0: none */
+    const char *capture_method, *cancellation_reason;
+    int64_t capturable, captured, released, capture_before, canceled_at;
 } payment_view;
+
+static void member_time_or_null(jsonw *w, const char *key, int64_t at)
+{
+    if (at)
+        jw_member_time(w, key, at);
+    else {
+        jw_key(w, key);
+        jw_null(w);
+    }
+}
 
 static void write_payment(jsonw *w, const payment_view *v)
 {
@@ -46,6 +61,13 @@ static void write_payment(jsonw *w, const payment_view *v)
     jw_raw(w, v->metadata, "{}"); /* stored as compact JSON, validated on the way in */
     jw_member_int(w, "refunded_amount", v->refunded_amount);
     jw_member_string(w, "processor_charge_id", v->charge_id);
+    jw_member_string(w, "capture_method", v->capture_method);
+    jw_member_int(w, "amount_capturable", v->capturable);
+    jw_member_int(w, "amount_captured", v->captured);
+    jw_member_int(w, "amount_released", v->released);
+    member_time_or_null(w, "capture_before", v->capture_before);
+    member_time_or_null(w, "canceled_at", v->canceled_at);
+    jw_member_string(w, "cancellation_reason", v->cancellation_reason);
     jw_member_time(w, "created_at", v->created_at);
     jw_object_end(w);
 }
@@ -65,8 +87,20 @@ static void write_payment_row(db_stmt *st, jsonw *w)
         .refunded_amount = db_int(st, 9),
         .charge_id = db_text(st, 10),
         .created_at = db_int(st, 11),
+        .capture_method = db_text(st, 12),
+        .capturable = db_int(st, 13),
+        .captured = db_int(st, 14),
+        .released = db_int(st, 15),
+        .capture_before = db_is_null(st, 16) ? 0 : db_int(st, 16),
+        .canceled_at = db_is_null(st, 17) ? 0 : db_int(st, 17),
+        .cancellation_reason = db_text(st, 18),
     };
     write_payment(w, &v);
+}
+
+void payment_write_row(db_stmt *st, jsonw *w)
+{
+    write_payment_row(st, w);
 }
 
 const resource payment_resource = {
@@ -83,7 +117,8 @@ typedef struct payment_input {
     int64_t amount;
     char currency[4];
     const char *source, *description;
-    const char *metadata; /* canonical JSON or NULL */
+    const char *metadata;       /* canonical JSON or NULL */
+    const char *capture_method; /* §17: "automatic" (NULL) or "manual" */
 } payment_input;
 
 static const field payment_fields[] = {
@@ -106,6 +141,10 @@ static const field payment_fields[] = {
     {.name = "order_id", .kind = KIND_ID, IN(payment_input, order), .prefix = "ord"},
     DESCRIPTION_FIELD(payment_input, description, 500),
     {.name = "metadata", .kind = KIND_METADATA, IN(payment_input, metadata), .max = 20},
+    {.name = "capture_method",
+     .kind = KIND_ENUM,
+     IN(payment_input, capture_method),
+     .values = capture_methods},
 };
 const schema payments_create_body = SCHEMA(payment_input, payment_fields);
 
@@ -117,10 +156,17 @@ typedef struct payment {
     const char *source, *description;
     const char *metadata; /* canonical JSON (in the request's arena) or NULL */
     bool has_order;       /* an order_id was sent (its id may still name no order) */
+    bool manual;          /* §17: the processor authorizes; captured later */
+    int64_t capture_before;
     proc_result charge;
     char void_key[80]; /* a charge no payment will carry: its void's processor key */
     proc_result voided;
 } payment;
+
+static bool approved_status(const char *status)
+{
+    return strcmp(status, "failed") != 0;
+}
 
 /* The payment being recorded, in the row's one shape (write_payment): it is answered from memory,
  * as the row it inserts holds exactly these values, and a read back would cost every payment. */
@@ -136,7 +182,12 @@ static void write_new_payment(jsonw *w, const payment *p, const char *status)
                       .source = p->source,
                       .description = p->description,
                       .metadata = p->metadata,
-                      .charge_id = p->charge.id};
+                      .charge_id = p->charge.id,
+                      .capture_method = p->manual ? "manual" : "automatic",
+                      .capturable = p->manual && approved_status(status) ? p->amount : 0,
+                      .captured = !p->manual && approved_status(status) ? p->amount : 0,
+                      .capture_before =
+                          p->manual && approved_status(status) ? p->capture_before : 0};
     write_payment(w, &v);
 }
 
@@ -184,26 +235,68 @@ static int credit_fits_or_refuse(db_conn *db, payment *p)
     return WRITE_REFUSED; /* nothing written; the engine stores the answer */
 }
 
+/* §17: a hold. Nothing reaches the account's available balance: the authorization's entry
+ * moves the amount between its pending book and the currency's holds; the order is held by the
+ * payment (payment_id set, still 'created') until the first capture pays it. */
+static int record_authorization(db_conn *db, payment *p)
+{
+    request *req = p->req;
+    db_status rc = db_exec(db,
+                           "UPDATE accounts SET pending = pending + $2, version = version + 1, "
+                           "updated_at = $3 WHERE id = $1",
+                           "iii", (int64_t)p->account_id, p->amount, p->created_at);
+    if (rc == DB_DONE)
+        rc = ledger_post_authorization(db, req->app, req->user.id, p->id, p->account_id,
+                                       p->currency, p->amount);
+    if (rc != DB_DONE)
+        return rc;
+    if (p->order_id &&
+        (db_exec(db,
+                 "UPDATE orders SET payment_id = $2, version = version + 1, updated_at = $3 "
+                 "WHERE id = $1 AND status = 'created' AND payment_id IS NULL",
+                 "iii", (int64_t)p->order_id, (int64_t)p->id, p->created_at) != DB_DONE ||
+         db_changes(db) != 1))
+        return WRITE_CONFLICT; /* another payment took the order meanwhile */
+    char id[ID_STR_MAX];
+    id_format(p->id, "pay", id);
+    resource_headers(req, &payment_resource, 201, id, 0);
+    jsonw w;
+    jw_init(&w);
+    write_new_payment(&w, p, "requires_capture");
+    reply_jsonw(req, 201, &w);
+    return event_record_reply(db, req, "payment.authorized", NULL);
+}
+
 static int record_payment(db_conn *db, void *arg)
 {
     payment *p = arg;
     request *req = p->req;
     bool approved = p->charge.status == PROC_APPROVED;
-    const char *status = approved ? "succeeded" : "failed";
-    int refused = approved ? credit_fits_or_refuse(db, p) : 0;
+    const char *status = !approved ? "failed" : p->manual ? "requires_capture" : "succeeded";
+    int refused = approved && !p->manual ? credit_fits_or_refuse(db, p) : 0;
     if (refused)
         return refused;
+    bool held = approved && p->manual;
+    if (held)
+        p->capture_before = p->created_at + req->app->cfg.authorization_ttl_ms * 1000;
+    /* the hold's amounts follow from the status (at most 16 parameters): a held payment's
+     * amount is capturable, a succeeded one's captured */
     db_status rc = db_exec_checked(
         db, -1, 0,
         "INSERT INTO payments (id, user_id, account_id, amount, currency, status, source, "
-        "order_id, "
-        "description, metadata, refunded_amount, processor_charge_id, decline_code, created_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13)",
-        "iiiissszssssi", (int64_t)p->id, (int64_t)req->user.id, (int64_t)p->account_id, p->amount,
+        "order_id, description, metadata, refunded_amount, processor_charge_id, decline_code, "
+        "created_at, capture_method, amount_capturable, amount_captured, capture_before) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, "
+        "CASE WHEN CAST($6 AS TEXT) = 'requires_capture' THEN CAST($4 AS BIGINT) ELSE 0 END, "
+        "CASE WHEN CAST($6 AS TEXT) = 'succeeded' THEN CAST($4 AS BIGINT) ELSE 0 END, $15)",
+        "iiiissszssssisz", (int64_t)p->id, (int64_t)req->user.id, (int64_t)p->account_id, p->amount,
         p->currency, status, p->source, (int64_t)p->order_id, p->description, p->metadata,
-        p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at);
+        p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at,
+        p->manual ? "manual" : "automatic", held ? p->capture_before : (int64_t)0);
     if (rc != DB_DONE)
         return rc; /* DB_CONSTRAINT: the caller finds out which (the order's, or an id's) */
+    if (held)
+        return record_authorization(db, p);
     if (approved) {
         /* the balance and the volume rollup (api/stats.c) move with the payment, at the
          * batch's commit: every payment of an account adds to the same rows */
@@ -255,7 +348,8 @@ static bool read_payment_or_reply(request *req, payment *p)
                    .amount = in->amount,
                    .source = in->source,
                    .description = in->description,
-                   .metadata = in->metadata};
+                   .metadata = in->metadata,
+                   .manual = in->capture_method && !strcmp(in->capture_method, "manual")};
     memcpy(p->currency, in->currency, sizeof p->currency);
     db_conn *db = reader_or_reply(req);
     if (!db)
@@ -320,11 +414,24 @@ static void void_answered(proc_result r, db_failure failure, void *arg)
     request_wake(p->req, failure, void_answered_step, p);
 }
 
+static step_result void_hold(request *req, void *arg)
+{
+    payment *p = arg;
+    p->voided = processor_release(req->app->processor, p->void_key, p->charge.id, p->amount);
+    return void_answered_step(req, p);
+}
+
 static step_result void_charge(request *req, payment *p)
 {
     if (p->charge.status != PROC_APPROVED)
         return STEP_DONE;
     snprintf(p->void_key, sizeof p->void_key, "%s:void", req->idem->processor_key);
+    if (p->charge.authorized) {
+        /* a hold no payment will carry: released (blocking), never refunded */
+        if (!req->may_block && req->runner)
+            return request_blocking_then(req, void_hold, p);
+        return void_hold(req, p);
+    }
     if (req->runner) {
         processor_refund_start(req->app->processor, p->void_key, p->charge.id, p->amount,
                                void_answered, p);
@@ -408,6 +515,14 @@ static step_result charge(request *req, void *arg)
 {
     payment *p = arg;
     processor *proc = req->app->processor;
+    if (p->manual) { /* §17: an authorization, on a thread that may block */
+        if (!req->may_block && req->runner)
+            return request_blocking_then(req, charge, p);
+        fault_point("before-charge");
+        p->charge =
+            processor_authorize(proc, req->idem->processor_key, p->amount, p->currency, p->source);
+        return charged(req, p);
+    }
     if (req->runner && !processor_charge_blocks(proc, p->source) &&
         !fault_point_blocks("before-charge")) {
         /* no thread waits: the builtin processor's commit, or the HTTP processor's answer on

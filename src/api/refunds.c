@@ -100,16 +100,18 @@ static int reserve_refund(db_conn *db, void *arg)
     db_status rc =
         db_exec(db,
                 "UPDATE payments SET refunded_amount = refunded_amount + $2, "
-                "status = CASE WHEN refunded_amount + $2 = amount THEN 'refunded' "
+                "status = CASE WHEN status = 'requires_capture' THEN status "
+                "WHEN refunded_amount + $2 = amount_captured THEN 'refunded' "
                 "ELSE 'partially_refunded' END "
-                "WHERE id = $1 AND status <> 'failed' AND refunded_amount + $2 <= amount",
+                "WHERE id = $1 AND status <> 'failed' AND refunded_amount + $2 <= amount_captured",
                 "ii", (int64_t)r->payment_id, r->amount);
     if (rc != DB_DONE)
         return rc;
     if (db_changes(db) == 0) {
         /* another refund took what was left first; nothing was written */
-        db_stmt *st = db_query(db, "SELECT amount - refunded_amount FROM payments WHERE id = $1",
-                               "i", (int64_t)r->payment_id);
+        db_stmt *st =
+            db_query(db, "SELECT amount_captured - refunded_amount FROM payments WHERE id = $1",
+                     "i", (int64_t)r->payment_id);
         reply_exceeds(req, db_step(st) == DB_ROW ? db_int(st, 0) : 0);
         db_done(st);
         return 0;
@@ -141,7 +143,8 @@ static int reserve_refund(db_conn *db, void *arg)
     rc = db_exec(db,
                  "UPDATE orders SET status = 'refunded', version = version + 1, updated_at = $2 "
                  "WHERE id = (SELECT order_id FROM payments WHERE id = $1 "
-                 "AND refunded_amount = amount) AND status IN ('paid', 'shipped', 'completed')",
+                 "AND refunded_amount = amount_captured AND status = 'refunded') "
+                 "AND status IN ('paid', 'shipped', 'completed')",
                  "ii", (int64_t)r->payment_id, r->created_at);
     /* §15: the order's event commits with its change */
     return rc != DB_DONE ? rc : event_record_refunded_order(db, req, r->payment_id);
@@ -227,7 +230,8 @@ static step_result resume_refund(request *req, refund *r)
 /* ---- validation ---- */
 
 typedef struct payment_row {
-    int64_t amount, refunded, balance; /* balance: the account's, read in the same snapshot */
+    int64_t amount, refunded, balance; /* amount: what was captured (§17); balance: the
+                                        * account's, read in the same snapshot */
     char status[24];
 } payment_row;
 
@@ -239,7 +243,7 @@ static bool payment_or_reply(request *req, db_conn *db, refund *r, payment_row *
     /* one statement, so the payment and the balance come from one snapshot: a refund that
      * just took both is seen as having taken both */
     db_stmt *st = db_query(db,
-                           "SELECT p.account_id, p.amount, p.refunded_amount, p.status, "
+                           "SELECT p.account_id, p.amount_captured, p.refunded_amount, p.status, "
                            "p.processor_charge_id, a.balance, p.currency FROM payments p "
                            "JOIN accounts a ON a.id = p.account_id "
                            "WHERE p.id = $1 AND p.user_id = $2",

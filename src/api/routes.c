@@ -130,6 +130,10 @@ const route payd_routes[] = {
     R_STEPS("POST", "/v1/payments/{id}/refunds", refunds_prepare, refunds_create, WRITE | IDEM,
             refunds_create_body, refunds_recover),
     R_QUERY("GET", "/v1/payments/{id}/refunds", refunds_list, AUTH, page_query),
+    R_STEPS("POST", "/v1/payments/{id}/capture", captures_prepare, captures_create, WRITE | IDEM,
+            captures_create_body, captures_recover),
+    R_STEPS("POST", "/v1/payments/{id}/cancel", cancels_prepare, cancels_create, WRITE | IDEM,
+            cancels_create_body, cancels_recover),
 
     R_STEPS("POST", "/v1/orders", NULL, orders_create, WRITE | IDEM_OK | CLAIM_IN_WRITE,
             orders_create_body, NULL),

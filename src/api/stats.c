@@ -37,6 +37,14 @@ db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created
     return store_add_at_commit(db, &add);
 }
 
+db_status stats_record_capture(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
+                               bool first)
+{
+    store_add add = volume_add(account_id, created_at, amount);
+    add.value[2] = first ? 1 : 0; /* the payment counts once, at its first capture */
+    return store_add_at_commit(db, &add);
+}
+
 db_status stats_payment_fits(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
                              bool *fits)
 {

@@ -16,6 +16,10 @@
  * batch commits (store_add_at_commit). */
 db_status stats_record_payment(db_conn *db, uint64_t account_id, int64_t created_at,
                                int64_t amount);
+/* §17: a capture of a manual payment (created_at: the payment's) adds its amount to the
+ * payment's hour; the payment itself is counted at its first capture only. */
+db_status stats_record_capture(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
+                               bool first);
 /* Before it: whether the hour's volume can take amount more (sum_fits, api/common.h). */
 db_status stats_payment_fits(db_conn *db, uint64_t account_id, int64_t created_at, int64_t amount,
                              bool *fits);

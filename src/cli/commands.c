@@ -50,7 +50,7 @@
             "apply only if the ETag still matches (else 412 version_conflict)")
 #define PAYMENT_FILTERS                                                                            \
     OPT("status", "S", VALUE_STRING, TO_QUERY, "status", false,                                    \
-        "succeeded, failed, partially_refunded or refunded"),                                      \
+        "requires_capture, succeeded, failed, canceled, partially_refunded or refunded"),          \
         OPT("created-gte", "TIME", VALUE_STRING, TO_QUERY, "created_gte", false,                   \
             "created at or after this RFC 3339 time"),                                             \
         OPT("created-lt", "TIME", VALUE_STRING, TO_QUERY, "created_lt", false,                     \
@@ -80,9 +80,26 @@ const command payctl_commands[] = {
                     DESCRIPTION,
                     OPT("metadata", "KEY=VALUE", VALUE_METADATA, TO_BODY, "metadata", false,
                         "attach a string; repeat for more (at most 20)"),
+                    OPT("capture-method", "M", VALUE_STRING, TO_BODY, "capture_method", false,
+                        "automatic (default) or manual: only authorize, capture later"),
                     IDEMPOTENCY_KEY)),
     COMMAND("payments", "get", COMMAND_SINGLE, "GET", PATHS("/v1/payments/{id}"), "id",
             "Show one payment.", OPTIONS(ID_IN_PATH("the payment"))),
+    COMMAND("payments", "capture", COMMAND_SINGLE, "POST", PATHS("/v1/payments/{id}/capture"), "id",
+            "Capture a manual payment's hold, in full or in part. Safe to retry, like payments "
+            "create.",
+            OPTIONS(ID_IN_PATH("the payment"),
+                    OPT("amount", "N", VALUE_INTEGER, TO_BODY, "amount_to_capture", false,
+                        "minor units (default: all that is capturable)"),
+                    OPT("final", NULL, VALUE_NONE, TO_BODY, "final_capture", false,
+                        "release the rest of the hold (without it the rest stays capturable)"),
+                    IDEMPOTENCY_KEY)),
+    COMMAND("payments", "cancel", COMMAND_SINGLE, "POST", PATHS("/v1/payments/{id}/cancel"), "id",
+            "Cancel a manual payment: release what is left of its hold. Safe to retry.",
+            OPTIONS(ID_IN_PATH("the payment"),
+                    OPT("reason", "R", VALUE_STRING, TO_BODY, "cancellation_reason", false,
+                        "requested_by_customer, abandoned, fraudulent or duplicate"),
+                    IDEMPOTENCY_KEY)),
     COMMAND("payments", "list", COMMAND_LIST, "GET", PATHS("/v1/accounts/{account}/payments"), NULL,
             "List an account's payments, newest first, as JSON Lines.",
             OPTIONS(ACCOUNT_IN_PATH, PAYMENT_FILTERS, LIST_OPTIONS)),

@@ -106,10 +106,17 @@ static int build_body(const invocation *inv, char **body_text)
             char *key = strndup(value, (size_t)(equals - value));
             json_object_set_new(map, key, json_string(equals + 1));
             free(key);
+        } else if (s->kind == VALUE_NONE) {
+            json_object_set_new(body, s->field, json_true());
         } else {
             json_object_set_new(body, s->field, json_string(value));
         }
     }
+    /* a switch that targets the body says false when it is not given (payments capture's
+     * --final: without it the rest of the hold stays capturable) */
+    for (const option_spec *s = inv->command->options; body && s->name; s++)
+        if (s->kind == VALUE_NONE && s->target == TO_BODY && !json_object_get(body, s->field))
+            json_object_set_new(body, s->field, json_false());
     *body_text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!*body_text) {

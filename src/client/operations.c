@@ -75,6 +75,8 @@ payd_status payd_payment_create(payd_client *client, const payd_payment_params *
         json_object_set_new(body, "order_id", json_string(p->order_id));
     if (p->description)
         json_object_set_new(body, "description", json_string(p->description));
+    if (p->capture_method)
+        json_object_set_new(body, "capture_method", json_string(p->capture_method));
     if (p->metadata_len) {
         json_t *metadata = json_object();
         for (size_t i = 0; i < p->metadata_len; i++)
@@ -105,6 +107,45 @@ payd_status payd_refund_create(payd_client *client, const char *payment_id, int6
         json_object_set_new(body, "amount", json_integer((json_int_t)amount));
     if (reason)
         json_object_set_new(body, "reason", json_string(reason));
+    payd_status status = send_json(client, "POST", path, body, idempotency_key, result);
+    free(path);
+    return status;
+}
+
+payd_status payd_payment_capture(payd_client *client, const char *payment_id, int64_t amount,
+                                 bool final_capture, const char *idempotency_key,
+                                 payd_result *result)
+{
+    if (!payment_id || !*payment_id || amount < 0)
+        return usage(result, "a payment id and an amount >= 0 are required");
+    char *path = resource_path("payments", payment_id, "/capture");
+    json_t *body = json_pack("{s:b}", "final_capture", final_capture);
+    if (!path || !body) {
+        free(path);
+        json_decref(body);
+        return nomem(result);
+    }
+    if (amount > 0) /* 0: leave it out, so the server captures all that is capturable */
+        json_object_set_new(body, "amount_to_capture", json_integer((json_int_t)amount));
+    payd_status status = send_json(client, "POST", path, body, idempotency_key, result);
+    free(path);
+    return status;
+}
+
+payd_status payd_payment_cancel(payd_client *client, const char *payment_id, const char *reason,
+                                const char *idempotency_key, payd_result *result)
+{
+    if (!payment_id || !*payment_id)
+        return usage(result, "a payment id is required");
+    char *path = resource_path("payments", payment_id, "/cancel");
+    json_t *body = json_object();
+    if (!path || !body) {
+        free(path);
+        json_decref(body);
+        return nomem(result);
+    }
+    if (reason)
+        json_object_set_new(body, "cancellation_reason", json_string(reason));
     payd_status status = send_json(client, "POST", path, body, idempotency_key, result);
     free(path);
     return status;

@@ -67,6 +67,9 @@ typedef struct idem_recovery_hooks {
     const route *routes;
     int route_count;
     void (*run_step)(request *req, route_handler step);
+    /* the periodic work of a layer above that the recoverer runs after each pass (the expiry
+     * of holds past capture_before, docs/api.md §17); NULL: none */
+    int (*periodic)(struct app *a);
 } idem_recovery_hooks;
 
 /* The background recoverer (runs every --recovery-interval; expired keys are store/prune.c's). */

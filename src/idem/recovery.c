@@ -241,7 +241,11 @@ static bool settle_void(app *a, const charge_void *v, pass_budget *b)
         char void_key[80];
         snprintf(void_key, sizeof void_key, "%s:void", v->processor_key);
         int64_t started_ns = monotonic_ns();
-        proc_result r = processor_refund(a->processor, void_key, v->charge_id, v->amount);
+        /* a hold (docs/api.md §17) is released, never refunded: nothing of it was taken */
+        proc_hold hold = processor_hold(a->processor, v->charge_id);
+        proc_result r = hold.status == PROC_APPROVED && hold.authorized
+                            ? processor_release(a->processor, void_key, v->charge_id, v->amount)
+                            : processor_refund(a->processor, void_key, v->charge_id, v->amount);
         if (r.status != PROC_APPROVED) {
             jsonw w;
             log_begin(&w, "warn", "void not confirmed; retried next pass");
@@ -359,6 +363,8 @@ static void recover_open_keys(app *a, const idem_recovery_hooks *h, int64_t now)
 void idem_recovery_pass(app *a, const idem_recovery_hooks *h)
 {
     recover_open_keys(a, h, now_us());
+    if (h->periodic && !atomic_load(&stopping))
+        h->periodic(a);
 }
 
 static void *recovery_main(void *arg)

@@ -45,6 +45,9 @@ static const config_option options[] = {
      "burst quota; 0 means one second's worth of the rate"},
     {"idempotency-ttl", OPT_DURATION, FIELD(idempotency_ttl_ms), "24h", 1, 30 * DAY_MS,
      "how long an Idempotency-Key and its stored response live"},
+    {"authorization-ttl", OPT_DURATION, FIELD(authorization_ttl_ms), "168h", 1000, 30 * DAY_MS,
+     "a manual payment's hold is released and the payment canceled this long after it was "
+     "authorized, unless captured (docs/api.md §17)"},
     {"idempotency-lock-timeout", OPT_DURATION, FIELD(idempotency_lock_timeout_ms), "60s", 1, DAY_MS,
      "after this a key still in flight may be taken over by a retry"},
     {"processor-timeout", OPT_DURATION, FIELD(processor_timeout_ms), "10s", 1, DAY_MS,

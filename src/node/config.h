@@ -18,6 +18,7 @@ typedef struct payd_config {
     int64_t rate_burst;
     int64_t idempotency_ttl_ms;
     int64_t idempotency_lock_timeout_ms;
+    int64_t authorization_ttl_ms; /* --authorization-ttl (§17) */
     int64_t processor_timeout_ms;
     int64_t recovery_interval_ms;
     int64_t threads;

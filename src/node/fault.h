@@ -11,10 +11,12 @@
  *   crash-after-commit=N   the process dies just after its Nth commit
  *
  * Points: before-charge, after-charge, crash-after-charge (payments), before-refund,
- * after-refund (refunds), void-between-reads (the recoverer's void decision, between its read
- * of the key and its read of the payments), claim-between-read-and-write (a takeover of a key,
- * between its read of the row and its conditional write; on a store writer's thread).
- * PAYD_FAULT is read once; with it unset, every check is a load and a test. */
+ * after-refund (refunds), before-capture, after-capture (captures and cancels of a hold, §17:
+ * after the reserve commits and around the processor call), void-between-reads (the recoverer's
+ * void decision, between its read of the key and its read of the payments),
+ * claim-between-read-and-write (a takeover of a key, between its read of the row and its
+ * conditional write; on a store writer's thread). PAYD_FAULT is read once; with it unset, every
+ * check is a load and a test. */
 #include <stdbool.h>
 
 void fault_point(const char *name);

@@ -50,7 +50,7 @@ struct metrics {
     atomic_int latency_count;
     atomic_llong replays, rate_limited;
     named_counter idem_conflicts[4];
-    named_counter processor_calls[16];
+    named_counter processor_calls[32]; /* operations × outcomes */
 };
 
 metrics *metrics_create(void)
@@ -184,7 +184,7 @@ void metrics_count_rate_limited(metrics *m)
 
 void metrics_count_processor(metrics *m, const char *operation, const char *outcome)
 {
-    count_named(m, m->processor_calls, 16, operation, outcome);
+    count_named(m, m->processor_calls, 32, operation, outcome);
 }
 
 /* Seconds since the epoch when this process started: its start in clock ticks after boot
@@ -401,7 +401,7 @@ char *metrics_render(metrics *m, app *a)
         store_available(a->store) ? 1 : 0);
     put(&t, "# HELP payd_processor_calls_total Processor calls by operation and outcome.\n"
             "# TYPE payd_processor_calls_total counter\n");
-    for (int i = 0; i < 16 && m->processor_calls[i].a; i++)
+    for (int i = 0; i < 32 && m->processor_calls[i].a; i++)
         put(&t, "payd_processor_calls_total{operation=\"%s\",outcome=\"%s\"} %lld\n",
             m->processor_calls[i].a, m->processor_calls[i].b,
             atomic_load(&m->processor_calls[i].count));

@@ -304,8 +304,9 @@ static proc_result read_charge(json_t *j)
     const char *code = json_string_value(json_object_get(j, "decline_code"));
     if (!status || !copy_string(r.id, sizeof r.id, id) || !*r.id)
         return (proc_result){.status = PROC_UNAVAILABLE};
-    if (!strcmp(status, "succeeded")) {
+    if (!strcmp(status, "succeeded") || !strcmp(status, "authorized")) {
         r.status = PROC_APPROVED;
+        r.authorized = !strcmp(status, "authorized");
     } else if (!strcmp(status, "declined")) {
         r.status = PROC_DECLINED;
         if (code && !copy_string(r.decline_code, sizeof r.decline_code, code))
@@ -402,6 +403,109 @@ proc_result http_processor_refund(http_processor *p, const char *key, const char
     long status = exchange(p, "/refunds", key, body, &ans);
     json_decref(body);
     return refund_answer(status, ans);
+}
+
+/* ---- holds (docs/api.md §17) ---- */
+
+proc_result http_processor_authorize(http_processor *p, const char *key, int64_t amount,
+                                     const char *currency, const char *source)
+{
+    if (!p || !header_safe(key))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    json_t *body = charge_body(amount, currency, source);
+    if (!body)
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    json_object_set_new(body, "capture", json_false());
+    json_t *ans;
+    long status = exchange(p, "/charges", key, body, &ans);
+    json_decref(body);
+    proc_result r = charge_answer(status, ans);
+    if (r.status == PROC_APPROVED && !r.authorized) /* not the protocol's answer to a hold */
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    return r;
+}
+
+/* A charge id goes into the path: only the characters a processor's ids are made of. */
+static bool id_safe(const char *id)
+{
+    if (!id || !*id || strlen(id) > 64)
+        return false;
+    for (const char *c = id; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-'))
+            return false;
+    return true;
+}
+
+/* A capture's or release's answer: 200 {"id", "status": "succeeded"}, 409 hold_exceeded, 404 no
+ * such hold; anything else is in doubt. */
+static proc_result hold_answer(long status, json_t *ans)
+{
+    proc_result r = {.status = PROC_UNAVAILABLE};
+    const char *error = json_string_value(json_object_get(ans, "error"));
+    if (status == 409 && error && !strcmp(error, "hold_exceeded")) {
+        r.status = PROC_DECLINED;
+        snprintf(r.decline_code, sizeof r.decline_code, "hold_exceeded");
+    } else if (status == 404 && error && !strcmp(error, "not_found")) {
+        r.status = PROC_NOT_FOUND;
+    } else {
+        json_incref(ans);
+        r = refund_answer(status, ans); /* the same shape as a refund's */
+    }
+    json_decref(ans);
+    return r;
+}
+
+static proc_result hold_call(http_processor *p, const char *key, const char *charge_id,
+                             const char *op, json_t *body)
+{
+    if (!p || !header_safe(key) || !id_safe(charge_id) || !body) {
+        json_decref(body);
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/charges/%s/%s", charge_id, op);
+    json_t *ans;
+    long status = exchange(p, path, key, body, &ans);
+    json_decref(body);
+    return hold_answer(status, ans);
+}
+
+proc_result http_processor_capture(http_processor *p, const char *key, const char *charge_id,
+                                   int64_t amount, int64_t release)
+{
+    return hold_call(p, key, charge_id, "capture",
+                     json_pack("{s:I, s:b, s:I}", "amount", (json_int_t)amount, "final",
+                               release > 0, "release", (json_int_t)release));
+}
+
+proc_result http_processor_release(http_processor *p, const char *key, const char *charge_id,
+                                   int64_t amount)
+{
+    return hold_call(p, key, charge_id, "release",
+                     json_pack("{s:I}", "amount", (json_int_t)amount));
+}
+
+proc_hold http_processor_hold(http_processor *p, const char *charge_id)
+{
+    if (!p || !id_safe(charge_id))
+        return (proc_hold){.status = PROC_UNAVAILABLE};
+    char path[96];
+    snprintf(path, sizeof path, "/charges/%s", charge_id);
+    json_t *ans;
+    long status = exchange(p, path, NULL, NULL, &ans);
+    proc_hold h = {.status = status == 404 ? PROC_NOT_FOUND : PROC_UNAVAILABLE};
+    json_t *amount = json_object_get(ans, "amount");
+    if (status == 200 && json_is_integer(amount)) {
+        const char *st = json_string_value(json_object_get(ans, "status"));
+        h = (proc_hold){.status = PROC_APPROVED,
+                        .amount = json_integer_value(amount),
+                        .captured = json_integer_value(json_object_get(ans, "captured")),
+                        .released = json_integer_value(json_object_get(ans, "released")),
+                        .authorized = st && !strcmp(st, "authorized")};
+    }
+    json_decref(ans);
+    return h;
 }
 
 /* ---- started calls: one thread, one multi handle, every transfer in flight at once ---- */

@@ -27,6 +27,16 @@ proc_result http_processor_refund(http_processor *p, const char *key, const char
 void http_processor_refund_start(http_processor *p, const char *key, const char *charge_id,
                                  int64_t amount, processor_charge_done done, void *arg);
 
+/* Holds (docs/api.md §17): POST /charges with "capture": false; POST /charges/{id}/capture
+ * {amount, final, release}; POST /charges/{id}/release {amount}; GET /charges/{id}. */
+proc_result http_processor_authorize(http_processor *p, const char *key, int64_t amount,
+                                     const char *currency, const char *source);
+proc_result http_processor_capture(http_processor *p, const char *key, const char *charge_id,
+                                   int64_t amount, int64_t release);
+proc_result http_processor_release(http_processor *p, const char *key, const char *charge_id,
+                                   int64_t amount);
+proc_hold http_processor_hold(http_processor *p, const char *charge_id);
+
 /* `payd processor-sim [--listen HOST:PORT] [--db PATH] [--latency-ms N] [--fail-before P]
  * [--fail-after P] [--seed N]`: serves the protocol from the simulator. Returns an exit code. */
 int processor_sim_main(int argc, char **argv);

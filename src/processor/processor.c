@@ -131,3 +131,37 @@ void processor_refund_start(processor *p, const char *key, const char *charge_id
     }
     sim_refund_start(p->a->store, key, charge_id, amount, refund_answered, c);
 }
+
+/* ---- holds (docs/api.md §17) ---- */
+
+proc_result processor_authorize(processor *p, const char *key, int64_t amount, const char *currency,
+                                const char *source)
+{
+    proc_result r = p->remote ? http_processor_authorize(p->remote, key, amount, currency, source)
+                              : sim_charge_hold(p->a->store, NULL, p->a->cfg.processor_timeout_ms,
+                                                key, amount, currency, source, true);
+    metrics_count_processor(p->a->metrics, "authorize", outcome_name(r.status));
+    return r;
+}
+
+proc_result processor_capture(processor *p, const char *key, const char *charge_id, int64_t amount,
+                              int64_t release)
+{
+    proc_result r = p->remote ? http_processor_capture(p->remote, key, charge_id, amount, release)
+                              : sim_hold_op(p->a->store, NULL, key, charge_id, amount, release);
+    metrics_count_processor(p->a->metrics, "capture", outcome_name(r.status));
+    return r;
+}
+
+proc_result processor_release(processor *p, const char *key, const char *charge_id, int64_t amount)
+{
+    proc_result r = p->remote ? http_processor_release(p->remote, key, charge_id, amount)
+                              : sim_hold_op(p->a->store, NULL, key, charge_id, 0, amount);
+    metrics_count_processor(p->a->metrics, "release", outcome_name(r.status));
+    return r;
+}
+
+proc_hold processor_hold(processor *p, const char *charge_id)
+{
+    return p->remote ? http_processor_hold(p->remote, charge_id) : sim_hold(p->a->store, charge_id);
+}

@@ -17,8 +17,9 @@ typedef enum proc_status {
 
 typedef struct proc_result {
     proc_status status;
-    char id[48];           /* ch_… or rf_… */
-    char decline_code[48]; /* when declined */
+    char id[48];           /* ch_…, rf_… or cp_… */
+    char decline_code[48]; /* when declined (a capture or release beyond the hold: hold_exceeded) */
+    bool authorized;       /* approved as a hold (processor_authorize): nothing captured yet */
 } proc_result;
 
 typedef struct processor processor;
@@ -45,5 +46,28 @@ proc_result processor_refund(processor *p, const char *processor_key, const char
 /* Starts a refund, on either processor: done runs as processor_charge_start's does. */
 void processor_refund_start(processor *p, const char *processor_key, const char *charge_id,
                             int64_t amount, processor_charge_done done, void *arg);
+
+/* ---- holds: authorize now, capture later (docs/api.md §17) ----
+ * A charge made by processor_authorize is a hold: approved (with `authorized` set) and nothing
+ * moves until it is captured. Each capture and each release is one operation under its own
+ * processor key, deduplicated like a charge: calling again after a lost answer captures or
+ * releases once. A capture of `amount` may also release `release` of the hold in the same call
+ * (a final capture's rest), so that the calls of one hold add up whatever order they reach the
+ * processor in. One that would take the hold past its amount is declined (hold_exceeded). All
+ * of them block (worker threads only). */
+proc_result processor_authorize(processor *p, const char *processor_key, int64_t amount,
+                                const char *currency, const char *source);
+proc_result processor_capture(processor *p, const char *processor_key, const char *charge_id,
+                              int64_t amount, int64_t release);
+proc_result processor_release(processor *p, const char *processor_key, const char *charge_id,
+                              int64_t amount);
+
+/* A hold's state as the processor holds it (`GET /charges/{id}`). */
+typedef struct proc_hold {
+    proc_status status; /* PROC_APPROVED: found; PROC_NOT_FOUND; PROC_UNAVAILABLE */
+    int64_t amount, captured, released;
+    bool authorized; /* made as a hold */
+} proc_hold;
+proc_hold processor_hold(processor *p, const char *charge_id);
 
 #endif

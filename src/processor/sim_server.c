@@ -86,7 +86,9 @@ static sim_answer reply_error(int status, const char *code, const char *message)
 static json_t *charge_json(const proc_result *r)
 {
     json_t *j = json_pack("{s:s, s:s}", "id", r->id, "status",
-                          r->status == PROC_APPROVED ? "succeeded" : "declined");
+                          r->status != PROC_APPROVED ? "declined"
+                          : r->authorized            ? "authorized"
+                                                     : "succeeded");
     if (j && r->status == PROC_DECLINED && r->decline_code[0])
         json_object_set_new(j, "decline_code", json_string(r->decline_code));
     return j;
@@ -137,11 +139,14 @@ static sim_answer post_charge(sim_server *srv, const char *key, json_t *body)
     json_t *amount = json_object_get(body, "amount");
     const char *currency = json_string_value(json_object_get(body, "currency"));
     const char *source = json_string_value(json_object_get(body, "source"));
-    if (!json_is_integer(amount) || !currency || !source)
+    json_t *capture = json_object_get(body, "capture"); /* false: a hold (§17) */
+    if (!json_is_integer(amount) || !currency || !source || (capture && !json_is_boolean(capture)))
         return reply_error(400, "invalid_request",
-                           "send {\"amount\": int, \"currency\": string, \"source\": string}");
-    proc_result r = sim_charge(srv->store, &srv->faults, SLOW_TOKEN_MS, key,
-                               json_integer_value(amount), currency, source);
+                           "send {\"amount\": int, \"currency\": string, \"source\": string, "
+                           "\"capture\"?: bool}");
+    proc_result r =
+        sim_charge_hold(srv->store, &srv->faults, SLOW_TOKEN_MS, key, json_integer_value(amount),
+                        currency, source, capture && json_is_false(capture));
     if (r.status == PROC_UNAVAILABLE) {
         proc_result found = sim_find_charge(srv->store, key);
         return lose_answer(srv, found.status == PROC_APPROVED || found.status == PROC_DECLINED);
@@ -173,16 +178,28 @@ static sim_answer get_charge_by_id(sim_server *srv, const char *charge_id)
                            "processor_refunds r WHERE r.charge_id = c.charge_id AND "
                            "r.processor_key NOT LIKE '%:void'), (SELECT COUNT(*) FROM "
                            "processor_refunds r WHERE r.charge_id = c.charge_id AND "
-                           "r.processor_key LIKE '%:void') FROM processor_charges c "
-                           "WHERE c.charge_id = $1",
+                           "r.processor_key LIKE '%:void'), c.captured, c.released, "
+                           "(SELECT COUNT(*) FROM processor_captures k WHERE k.charge_id = "
+                           "c.charge_id AND k.amount > 0), (SELECT COUNT(*) FROM "
+                           "processor_captures k WHERE k.charge_id = c.charge_id AND k.amount = 0) "
+                           "FROM processor_charges c WHERE c.charge_id = $1",
                            "s", charge_id);
     db_status rc = db_step(st);
+    const char *status = rc != DB_ROW                            ? ""
+                         : !strcmp(db_text(st, 0), "succeeded")  ? "succeeded"
+                         : !strcmp(db_text(st, 0), "authorized") ? "authorized"
+                                                                 : "declined";
+    /* a hold (§17) shows what was captured and released of it, and how many captures and
+     * releases made that */
     sim_answer a =
         rc == DB_ROW
-            ? reply(200, json_pack("{s:s, s:s, s:I, s:I, s:b}", "id", charge_id, "status",
-                                   !strcmp(db_text(st, 0), "succeeded") ? "succeeded" : "declined",
-                                   "amount", (json_int_t)db_int(st, 1), "refunded",
-                                   (json_int_t)db_int(st, 2), "voided", db_int(st, 3) > 0))
+            ? reply(200,
+                    json_pack("{s:s, s:s, s:I, s:I, s:b, s:I, s:I, s:I, s:I}", "id", charge_id,
+                              "status", status, "amount", (json_int_t)db_int(st, 1), "refunded",
+                              (json_int_t)db_int(st, 2), "voided", db_int(st, 3) > 0, "captured",
+                              (json_int_t)db_int(st, 4), "released", (json_int_t)db_int(st, 5),
+                              "captures", (json_int_t)db_int(st, 6), "releases",
+                              (json_int_t)db_int(st, 7)))
         : rc == DB_DONE ? reply_error(404, "not_found", "no such charge")
                         : reply_error(500, "processor_unavailable", "cannot read the charges");
     db_done(st);
@@ -202,6 +219,35 @@ static sim_answer post_refund(sim_server *srv, const char *key, json_t *body)
     return reply(200, json_pack("{s:s, s:s}", "id", r.id, "status", "succeeded"));
 }
 
+/* POST /charges/{id}/capture {amount, final?, release?} and POST /charges/{id}/release
+ * {amount?} (§17): a final capture releases `release` of the hold, or all that remains when
+ * it is absent; a release without an amount releases all that remains. */
+static sim_answer post_hold_op(sim_server *srv, const char *key, const char *charge_id,
+                               bool capture, json_t *body)
+{
+    json_t *amount = json_object_get(body, "amount");
+    json_t *final = json_object_get(body, "final");
+    json_t *release = json_object_get(body, "release");
+    if ((capture && !json_is_integer(amount)) || (amount && !json_is_integer(amount)) ||
+        (final && !json_is_boolean(final)) || (release && !json_is_integer(release)))
+        return reply_error(400, "invalid_request",
+                           capture ? "send {\"amount\": int, \"final\"?: bool, \"release\"?: int}"
+                                   : "send {\"amount\"?: int}");
+    int64_t n = amount ? json_integer_value(amount) : -1;
+    proc_result r =
+        capture
+            ? sim_hold_op(srv->store, &srv->faults, key, charge_id, n,
+                          json_is_true(final) ? (release ? json_integer_value(release) : -1) : 0)
+            : sim_hold_op(srv->store, &srv->faults, key, charge_id, 0, n);
+    if (r.status == PROC_UNAVAILABLE)
+        return lose_answer(srv, sim_hold_op_exists(srv->store, key));
+    if (r.status == PROC_NOT_FOUND)
+        return reply_error(404, "not_found", "no hold with this id");
+    if (r.status == PROC_DECLINED)
+        return reply_error(409, "hold_exceeded", "this would take more than the hold holds");
+    return reply(200, json_pack("{s:s, s:s}", "id", r.id, "status", "succeeded"));
+}
+
 static sim_answer get_concurrency(sim_server *srv)
 {
     return reply(200, json_pack("{s:i, s:i, s:i, s:i}", "charges_in_flight",
@@ -213,14 +259,19 @@ static sim_answer get_concurrency(sim_server *srv)
 
 static sim_answer get_stats(void)
 {
-    int64_t charges, refunds, deduplicated;
+    int64_t charges, refunds, deduplicated, captures, releases;
     sim_stats(&charges, &refunds, &deduplicated);
-    return reply(200, json_pack("{s:I, s:I, s:I}", "charges", (json_int_t)charges, "refunds",
-                                (json_int_t)refunds, "deduplicated", (json_int_t)deduplicated));
+    sim_hold_stats(&captures, &releases);
+    return reply(200,
+                 json_pack("{s:I, s:I, s:I, s:I, s:I}", "charges", (json_int_t)charges, "refunds",
+                           (json_int_t)refunds, "deduplicated", (json_int_t)deduplicated,
+                           "captures", (json_int_t)captures, "releases", (json_int_t)releases));
 }
 
 /* Checks the key and the body common to both POSTs, then runs the operation. */
-static sim_answer post(sim_server *srv, const sim_request *rq, bool charge)
+static sim_answer post(sim_server *srv, const sim_request *rq, bool charge,
+                       const char *hold_op /* "capture" or "release" of charge_id */,
+                       const char *charge_id)
 {
     if (!rq->key || !*rq->key)
         return reply_error(400, "idempotency_key_missing", "send an Idempotency-Key header");
@@ -233,10 +284,21 @@ static sim_answer post(sim_server *srv, const sim_request *rq, bool charge)
     }
     int kind = charge ? CHARGE : REFUND;
     call_arrived(srv, kind);
-    sim_answer a = charge ? post_charge(srv, rq->key, body) : post_refund(srv, rq->key, body);
+    sim_answer a = hold_op
+                       ? post_hold_op(srv, rq->key, charge_id, !strcmp(hold_op, "capture"), body)
+                   : charge ? post_charge(srv, rq->key, body)
+                            : post_refund(srv, rq->key, body);
     atomic_fetch_sub(&srv->held[kind], 1);
     json_decref(body);
     return a;
+}
+
+/* "{id}/capture" or "{id}/release" with an id of at most 64 characters */
+static bool hold_op_path(const char *rest)
+{
+    const char *slash = strchr(rest, '/');
+    return slash && slash > rest && slash - rest <= 64 &&
+           (!strcmp(slash + 1, "capture") || !strcmp(slash + 1, "release"));
 }
 
 static sim_answer route(sim_server *srv, const sim_request *rq)
@@ -245,15 +307,21 @@ static sim_answer route(sim_server *srv, const sim_request *rq)
     const char *path = rq->path;
     if (!strcmp(path, "/charges")) {
         if (is_post)
-            return post(srv, rq, true);
+            return post(srv, rq, true, NULL, NULL);
         if (is_get)
             return get_charge(srv, rq->query_key);
     } else if (!strcmp(path, "/refunds")) {
         if (is_post)
-            return post(srv, rq, false);
+            return post(srv, rq, false, NULL, NULL);
     } else if (!strncmp(path, "/charges/", 9) && path[9] && !strchr(path + 9, '/')) {
         if (is_get)
             return get_charge_by_id(srv, path + 9);
+    } else if (!strncmp(path, "/charges/", 9) && hold_op_path(path + 9)) {
+        char charge_id[65];
+        const char *slash = strchr(path + 9, '/');
+        snprintf(charge_id, sizeof charge_id, "%.*s", (int)(slash - (path + 9)), path + 9);
+        if (is_post)
+            return post(srv, rq, true, slash + 1, charge_id);
     } else if (!strcmp(path, "/stats")) {
         if (is_get)
             return get_stats();

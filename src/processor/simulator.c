@@ -74,6 +74,7 @@ typedef struct charge_job {
     int64_t amount;
     const char *decline_code; /* NULL: approve */
     bool slow;                /* tok_slow: answers late (after the timeout when it is short) */
+    bool hold;                /* authorize only (docs/api.md §17): status 'authorized' */
     int64_t timeout_ms;
     bool created; /* this call made the charge (false: an earlier call did) */
     proc_result result;
@@ -84,7 +85,9 @@ typedef struct charge_job {
 static void read_charge(db_stmt *st, proc_result *r)
 {
     snprintf(r->id, sizeof r->id, "%s", db_text(st, 0));
-    r->status = !strcmp(db_text(st, 1), "succeeded") ? PROC_APPROVED : PROC_DECLINED;
+    r->authorized = !strcmp(db_text(st, 1), "authorized");
+    r->status =
+        !strcmp(db_text(st, 1), "succeeded") || r->authorized ? PROC_APPROVED : PROC_DECLINED;
     snprintf(r->decline_code, sizeof r->decline_code, "%s", db_text(st, 2) ? db_text(st, 2) : "");
 }
 
@@ -93,17 +96,20 @@ static int record_charge(db_conn *db, void *arg)
     charge_job *j = arg;
     char id[48];
     new_id("ch", id);
+    const char *status = j->decline_code ? "declined" : j->hold ? "authorized" : "succeeded";
     if (db_exec(db,
                 "INSERT INTO processor_charges (processor_key, charge_id, status, decline_code, "
-                "amount, currency, source, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                "amount, currency, source, created_at, captured) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
                 "ON CONFLICT (processor_key) DO NOTHING",
-                "ssssissi", j->key, id, j->decline_code ? "declined" : "succeeded", j->decline_code,
-                j->amount, j->currency, j->source, now_us()) != DB_DONE)
+                "ssssissii", j->key, id, status, j->decline_code, j->amount, j->currency, j->source,
+                now_us(), !j->decline_code && !j->hold ? j->amount : (int64_t)0) != DB_DONE)
         return -1;
     j->created = db_changes(db) == 1;
     if (j->created) { /* what was just written is the answer */
         snprintf(j->result.id, sizeof j->result.id, "%s", id);
         j->result.status = j->decline_code ? PROC_DECLINED : PROC_APPROVED;
+        j->result.authorized = !j->decline_code && j->hold;
         snprintf(j->result.decline_code, sizeof j->result.decline_code, "%s",
                  j->decline_code ? j->decline_code : "");
         return 0;
@@ -163,11 +169,18 @@ static proc_result charge_answer(const sim_faults *f, const charge_job *j, int r
 proc_result sim_charge(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
                        int64_t amount, const char *currency, const char *source)
 {
+    return sim_charge_hold(s, f, timeout_ms, key, amount, currency, source, false);
+}
+
+proc_result sim_charge_hold(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
+                            int64_t amount, const char *currency, const char *source, bool hold)
+{
     if (f)
         sleep_ms(f->latency_ms);
     if (down_before_charging(f, source))
         return (proc_result){.status = PROC_UNAVAILABLE};
     charge_job j = new_charge(key, amount, currency, source, timeout_ms);
+    j.hold = hold;
     if (j.slow) {
         /* a charge already made under this key answers at once */
         proc_result found = sim_find_charge(s, key);
@@ -297,4 +310,142 @@ void sim_stats(int64_t *charges, int64_t *refunds, int64_t *dedup)
     *charges = atomic_load(&charges_made);
     *refunds = atomic_load(&refunds_made);
     *dedup = atomic_load(&deduplicated);
+}
+
+/* ---- holds (docs/api.md §17): captures and releases ---- */
+
+static atomic_llong captures_made, releases_made;
+
+typedef struct hold_job {
+    const char *key, *charge_id;
+    int64_t amount, release;               /* release < 0: all that remains of the hold */
+    bool created, exceeded, missing, lost; /* lost: the charge's source loses answers */
+    proc_result result;
+} hold_job;
+
+/* One write: the record under its processor key (the same answer again for the same key), and
+ * the hold moved by exactly the record's amounts, or nothing when that would pass the hold. */
+static int record_hold_op(db_conn *db, void *arg)
+{
+    hold_job *j = arg;
+    j->created = j->exceeded = j->missing = false;
+    db_stmt *st = db_query(db, "SELECT capture_id FROM processor_captures WHERE processor_key = $1",
+                           "s", j->key);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW) {
+        snprintf(j->result.id, sizeof j->result.id, "%s", db_text(st, 0));
+        j->result.status = PROC_APPROVED;
+    }
+    db_done(st);
+    if (rc != DB_DONE)
+        return rc == DB_ROW ? 0 : -1;
+    st = db_query(db,
+                  "SELECT amount - captured - released, status, source FROM processor_charges "
+                  "WHERE charge_id = $1",
+                  "s", j->charge_id);
+    rc = db_step(st);
+    int64_t left = 0;
+    bool authorized = false;
+    if (rc == DB_ROW) {
+        left = db_int(st, 0);
+        authorized = !strcmp(db_text(st, 1), "authorized");
+        j->lost = !strcmp(db_text(st, 2), "tok_lostResponse");
+    }
+    db_done(st);
+    if (rc < 0)
+        return -1;
+    if (rc != DB_ROW || !authorized) {
+        j->missing = true;
+        return 0;
+    }
+    int64_t release = j->release < 0 ? left - j->amount : j->release;
+    if (j->amount < 0 || release < 0 || j->amount + release > left) {
+        j->exceeded = true;
+        return 0;
+    }
+    char id[48];
+    new_id(j->amount > 0 ? "cp" : "rl", id);
+    if (db_exec(db,
+                "INSERT INTO processor_captures (processor_key, capture_id, charge_id, amount, "
+                "released, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                "sssiii", j->key, id, j->charge_id, j->amount, release, now_us()) != DB_DONE ||
+        db_exec(db,
+                "UPDATE processor_charges SET captured = captured + $2, released = released + $3 "
+                "WHERE charge_id = $1",
+                "sii", j->charge_id, j->amount, release) != DB_DONE)
+        return -1;
+    j->created = true;
+    snprintf(j->result.id, sizeof j->result.id, "%s", id);
+    j->result.status = PROC_APPROVED;
+    return 0;
+}
+
+proc_result sim_hold_op(store *s, const sim_faults *f, const char *key, const char *charge_id,
+                        int64_t amount, int64_t release)
+{
+    if (f)
+        sleep_ms(f->latency_ms);
+    if (roll(f, f ? f->fail_before : 0))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    hold_job j = {.key = key, .charge_id = charge_id, .amount = amount, .release = release};
+    if (store_write(s, record_hold_op, &j) != 0)
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    if (j.missing)
+        return (proc_result){.status = PROC_NOT_FOUND};
+    if (j.exceeded) {
+        proc_result r = {.status = PROC_DECLINED};
+        snprintf(r.decline_code, sizeof r.decline_code, "hold_exceeded");
+        return r;
+    }
+    if (!j.created) {
+        atomic_fetch_add(&deduplicated, 1);
+        return j.result;
+    }
+    atomic_fetch_add(amount > 0 ? &captures_made : &releases_made, 1);
+    /* made; these lose its answer on the way back, as they do a charge's */
+    if (j.lost || roll(f, f ? f->fail_after : 0))
+        return (proc_result){.status = PROC_UNAVAILABLE};
+    return j.result;
+}
+
+bool sim_hold_op_exists(store *s, const char *key)
+{
+    db_conn *db = store_reader(s);
+    if (!db)
+        return false;
+    db_stmt *st =
+        db_query(db, "SELECT 1 FROM processor_captures WHERE processor_key = $1", "s", key);
+    bool found = db_step(st) == DB_ROW;
+    db_done(st);
+    return found;
+}
+
+proc_hold sim_hold(store *s, const char *charge_id)
+{
+    proc_hold h = {.status = PROC_NOT_FOUND};
+    db_conn *db = store_reader(s);
+    if (!db)
+        return (proc_hold){.status = PROC_UNAVAILABLE};
+    db_stmt *st = db_query(db,
+                           "SELECT amount, captured, released, status FROM processor_charges "
+                           "WHERE charge_id = $1",
+                           "s", charge_id);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW) {
+        h = (proc_hold){.status = PROC_APPROVED,
+                        .amount = db_int(st, 0),
+                        .captured = db_int(st, 1),
+                        .released = db_int(st, 2),
+                        .authorized = !strcmp(db_text(st, 3), "authorized")};
+    } else if (rc != DB_DONE) {
+        h.status = PROC_UNAVAILABLE;
+    }
+    db_done(st);
+    return h;
+}
+
+void sim_hold_stats(int64_t *captures, int64_t *releases)
+{
+    *captures = atomic_load(&captures_made);
+    *releases = atomic_load(&releases_made);
 }

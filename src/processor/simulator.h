@@ -30,6 +30,18 @@ proc_result sim_refund(store *s, const sim_faults *f, const char *key, const cha
  * refund is durable, on the store writer's thread. The strings must live until then. */
 void sim_refund_start(store *s, const char *key, const char *charge_id, int64_t amount,
                       sim_charge_done done, void *arg);
+/* sim_charge, or with hold an authorization only (docs/api.md §17): status 'authorized'. */
+proc_result sim_charge_hold(store *s, const sim_faults *f, int64_t timeout_ms, const char *key,
+                            int64_t amount, const char *currency, const char *source, bool hold);
+/* A capture of amount (release: how much of the rest it releases too, -1 for all of it) or a
+ * release (amount 0) of a hold, under its processor key: the same record again for the same
+ * key. PROC_NOT_FOUND: no such hold; PROC_DECLINED (hold_exceeded): it would pass the hold. A
+ * charge made with tok_lostResponse, and --fail-after, lose the answer of one just made. */
+proc_result sim_hold_op(store *s, const sim_faults *f, const char *key, const char *charge_id,
+                        int64_t amount, int64_t release);
+bool sim_hold_op_exists(store *s, const char *key);
+proc_hold sim_hold(store *s, const char *charge_id);
+void sim_hold_stats(int64_t *captures, int64_t *releases);
 /* {"charges": n, "refunds": n, "deduplicated": n} since start */
 void sim_stats(int64_t *charges, int64_t *refunds, int64_t *deduplicated);
 

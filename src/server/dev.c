@@ -85,8 +85,10 @@ int dev_seed_main(int argc, char **argv)
         const char *status = i % 10 == 9 ? "failed" : "succeeded";
         if (db_exec(db,
                     "INSERT INTO payments (id, user_id, account_id, amount, currency, status, "
-                    "source, refunded_amount, processor_charge_id, created_at) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, 'tok_visa', 0, 'ch_seed', $7)",
+                    "source, refunded_amount, processor_charge_id, created_at, amount_captured) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, 'tok_visa', 0, 'ch_seed', $7, "
+                    "CASE WHEN CAST($6 AS TEXT) = 'succeeded' THEN CAST($4 AS BIGINT) ELSE 0 "
+                    "END)",
                     "iiiissi", (int64_t)id, user, (int64_t)account_id, amount, currency, status,
                     seed_clock_ms * 1000) != DB_DONE) {
             fprintf(stderr, "payd: seed insert failed: %s\n", db_last_error(db));

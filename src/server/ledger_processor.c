@@ -77,8 +77,33 @@ static void violation(jsonw *w, const char *kind, const char *type, uint64_t pay
     (*found)++;
 }
 
+/* A manual payment's hold (§17) against the processor's: what it captured and released, and
+ * in how many calls, between what payd confirmed and all payd reserved (a reserved one still
+ * pending may or may not have reached it). */
+static void check_hold(json_t *j, db_stmt *st, uint64_t payment, const char *charge, jsonw *w,
+                       int64_t *found)
+{
+    static const struct {
+        const char *member, *what;
+        int confirmed, reserved; /* the columns of st */
+    } sides[] = {{"captured", "capture", 5, 6},
+                 {"released", "release", 7, 8},
+                 {"captures", "capture", 9, 10},
+                 {"releases", "release", 11, 12}};
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+        int64_t at = json_integer_value(json_object_get(j, sides[i].member));
+        if (at < db_int(st, sides[i].confirmed))
+            violation(w, "entry_without_processor_record", sides[i].what, payment, charge,
+                      "captures or releases payd confirmed are missing at the processor", found);
+        if (at > db_int(st, sides[i].reserved))
+            violation(w, "processor_record_without_entry", sides[i].what, payment, charge,
+                      "the processor captured or released more than payd recorded", found);
+    }
+}
+
 /* One charged payment against the processor's charge: held as succeeded and not voided, with
- * at least the refunds payd confirmed and at most all payd reserved. */
+ * at least the refunds payd confirmed and at most all payd reserved; a manual payment's as a
+ * hold (check_hold). */
 static int check_charge(CURL *curl, const char *url, db_stmt *st, jsonw *w, int64_t *found)
 {
     uint64_t payment = (uint64_t)db_int(st, 0);
@@ -97,7 +122,8 @@ static int check_charge(CURL *curl, const char *url, db_stmt *st, jsonw *w, int6
     } else if (status != 200 || !json_is_object(j)) {
         rc = -1; /* the processor did not answer: nothing can be said */
     } else if (!json_is_string(json_object_get(j, "status")) ||
-               strcmp(json_string_value(json_object_get(j, "status")), "succeeded") != 0 ||
+               strcmp(json_string_value(json_object_get(j, "status")),
+                      strcmp(db_text(st, 4), "manual") ? "succeeded" : "authorized") != 0 ||
                json_is_true(json_object_get(j, "voided"))) {
         violation(w, "entry_without_processor_record", "charge", payment, charge,
                   "the processor's charge is declined or voided", found);
@@ -109,23 +135,38 @@ static int check_charge(CURL *curl, const char *url, db_stmt *st, jsonw *w, int6
         if (refunded > reserved)
             violation(w, "processor_record_without_entry", "refund", payment, charge,
                       "the processor refunded more than payd recorded", found);
+        if (!strcmp(db_text(st, 4), "manual"))
+            check_hold(j, st, payment, charge, w, found);
     }
     json_decref(j);
     return rc;
 }
+
+/* Each charged payment: its charge, its refunds (confirmed, all reserved), its capture method,
+ * and its hold's figures (§17) as sums over its payment_captures rows, confirmed then all:
+ * captured, released, captures, releases. */
+#define HOLD_SUM(expr, cond)                                                                       \
+    ", (SELECT COALESCE(SUM(" expr "), 0) FROM payment_captures c WHERE c.payment_id = p.id " cond \
+    ")"
+#define CONFIRMED  "AND c.status = 'succeeded'"
+#define IS_CAPTURE "CASE WHEN c.amount > 0 THEN 1 ELSE 0 END"
+#define IS_RELEASE "CASE WHEN c.amount = 0 THEN 1 ELSE 0 END"
+static const char CHARGED_PAYMENTS_SQL[] =
+    "SELECT p.id, p.processor_charge_id, COALESCE(SUM(CASE WHEN r.status = 'succeeded' THEN "
+    "r.amount ELSE 0 END), 0), COALESCE(SUM(r.amount), 0), p.capture_method" HOLD_SUM("c.amount",
+                                                                                      CONFIRMED)
+        HOLD_SUM("c.amount", "") HOLD_SUM("c.released", CONFIRMED) HOLD_SUM("c.released", "")
+            HOLD_SUM(IS_CAPTURE, CONFIRMED) HOLD_SUM(IS_CAPTURE, "") HOLD_SUM(IS_RELEASE, CONFIRMED)
+                HOLD_SUM(IS_RELEASE, "") " FROM payments p LEFT JOIN refunds r ON r.payment_id = "
+                                         "p.id WHERE p.status <> 'failed' "
+                                         "GROUP BY p.id, p.processor_charge_id, p.capture_method";
 
 int ledger_processor_check(db_conn *db, const char *url, jsonw *w, int64_t *found)
 {
     CURL *curl = curl_easy_init();
     if (!curl)
         return -1;
-    db_stmt *st = db_query(db,
-                           "SELECT p.id, p.processor_charge_id, COALESCE(SUM(CASE WHEN "
-                           "r.status = 'succeeded' THEN r.amount ELSE 0 END), 0), "
-                           "COALESCE(SUM(r.amount), 0) FROM payments p LEFT JOIN refunds r "
-                           "ON r.payment_id = p.id WHERE p.status <> 'failed' "
-                           "GROUP BY p.id, p.processor_charge_id",
-                           "");
+    db_stmt *st = db_query(db, CHARGED_PAYMENTS_SQL, "");
     int rc = 0;
     db_status step;
     while (rc == 0 && (step = db_step(st)) == DB_ROW)

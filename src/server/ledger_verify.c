@@ -31,12 +31,11 @@ typedef struct check {
                             * still in flight is counted, not reported */
 } check;
 
-/* What a payment took, released and still holds. Until authorize-and-capture a payment is
- * captured in full when charged, so the identity below holds by construction; the check is
- * kept so that the columns that will carry these amounts slot in here. */
-#define CAPTURED   "(CASE WHEN p.status = 'failed' THEN 0 ELSE p.amount END)"
-#define RELEASED   "0"
-#define CAPTURABLE "0"
+/* What a payment took, released and still holds (§17): an automatic payment was captured in
+ * full when charged, a manual one by its captures. */
+#define CAPTURED   "p.amount_captured"
+#define RELEASED   "p.amount_released"
+#define CAPTURABLE "p.amount_capturable"
 
 /* An entry's source, as its type names it. */
 #define SOURCE_PREFIX_SQL                                                                          \
@@ -84,11 +83,24 @@ static const check checks[] = {
      .name = {"payment_id", "amount", "captured", "released", "capturable"},
      .prefix = {"pay", NUMBER, NUMBER, NUMBER, NUMBER}},
     /* one entry per charged payment, per refund (its money left when it was reserved) and per
-     * succeeded transfer; none for a failed payment or transfer */
+     * succeeded transfer; none for a failed payment or transfer. A manual payment (§17) has
+     * one authorization entry instead of its charge's, one capture entry per capture and one
+     * release entry per release (a cancel, a final capture's rest, an expiry) */
     {.kind = "source_entries",
      .sql = "SELECT p.id, 'charge', COUNT(e.id) FROM payments p LEFT JOIN journal_entries e "
-            "ON e.source_id = p.id AND e.type = 'charge' GROUP BY p.id, p.status "
-            "HAVING COUNT(e.id) <> CASE WHEN p.status = 'failed' THEN 0 ELSE 1 END "
+            "ON e.source_id = p.id AND e.type = 'charge' GROUP BY p.id, p.status, "
+            "p.capture_method HAVING COUNT(e.id) <> CASE WHEN p.status = 'failed' OR "
+            "p.capture_method = 'manual' THEN 0 ELSE 1 END "
+            "UNION ALL SELECT p.id, 'authorization', COUNT(e.id) FROM payments p LEFT JOIN "
+            "journal_entries e ON e.source_id = p.id AND e.type = 'authorization' GROUP BY "
+            "p.id, p.status, p.capture_method HAVING COUNT(e.id) <> CASE WHEN p.status <> "
+            "'failed' AND p.capture_method = 'manual' THEN 1 ELSE 0 END "
+            "UNION ALL SELECT p.id, k.type, COUNT(e.id) FROM payments p CROSS JOIN (SELECT "
+            "'capture' AS type UNION ALL SELECT 'release') k LEFT JOIN journal_entries e ON "
+            "e.source_id = p.id AND e.type = k.type WHERE p.capture_method = 'manual' GROUP BY "
+            "p.id, k.type HAVING COUNT(e.id) <> (SELECT COUNT(*) FROM payment_captures c WHERE "
+            "c.payment_id = p.id AND CASE WHEN k.type = 'capture' THEN c.amount ELSE c.released "
+            "END > 0) "
             "UNION ALL SELECT r.id, 'refund', COUNT(e.id) FROM refunds r LEFT JOIN "
             "journal_entries e ON e.source_id = r.id AND e.type = 'refund' GROUP BY r.id "
             "HAVING COUNT(e.id) <> 1 "
@@ -116,7 +128,19 @@ static const check checks[] = {
             "WHERE c.status = 'succeeded' AND p.id IS NULL AND v.refund_id IS NULL "
             "UNION ALL SELECT pr.refund_id, 'refund', pr.amount, pr.processor_key FROM "
             "processor_refunds pr LEFT JOIN refunds r ON r.processor_key = pr.processor_key "
-            "WHERE pr.processor_key NOT LIKE '%:void' AND r.id IS NULL",
+            "WHERE pr.processor_key NOT LIKE '%:void' AND r.id IS NULL "
+            /* §17: a hold no payment carries and no void released, and a capture or release
+             * no payment_captures row of payd's carries (a void's release apart) */
+            "UNION ALL SELECT c.charge_id, 'authorization', c.amount, c.processor_key FROM "
+            "processor_charges c LEFT JOIN payments p ON p.processor_charge_id = c.charge_id "
+            "LEFT JOIN processor_captures v ON v.charge_id = c.charge_id AND v.processor_key "
+            "LIKE '%:void' WHERE c.status = 'authorized' AND p.id IS NULL AND "
+            "v.capture_id IS NULL "
+            "UNION ALL SELECT k.capture_id, CASE WHEN k.amount > 0 THEN 'capture' ELSE "
+            "'release' END, k.amount + k.released, k.processor_key FROM processor_captures k "
+            "LEFT JOIN payment_captures c ON c.processor_key = k.processor_key WHERE "
+            "k.processor_key NOT LIKE '%:void' AND (c.id IS NULL OR c.amount <> k.amount OR "
+            "c.released <> k.released)",
      .count = 3,
      .name = {"record", "type", "amount"},
      .prefix = {TEXT, TEXT, NUMBER},
@@ -132,7 +156,16 @@ static const check checks[] = {
             "UNION ALL SELECT e.id, e.type, r.id, 're' FROM journal_entries e JOIN refunds r "
             "ON r.id = e.source_id LEFT JOIN processor_refunds pr ON pr.processor_key = "
             "r.processor_key WHERE e.type = 'refund' AND r.status <> 'pending' AND "
-            "pr.refund_id IS NULL",
+            "pr.refund_id IS NULL "
+            /* §17: a hold the processor does not hold, a confirmed capture or release it has
+             * no record of */
+            "UNION ALL SELECT e.id, e.type, p.id, 'pay' FROM journal_entries e JOIN payments p "
+            "ON p.id = e.source_id LEFT JOIN processor_charges c ON c.charge_id = "
+            "p.processor_charge_id AND c.status = 'authorized' WHERE e.type = 'authorization' "
+            "AND c.charge_id IS NULL "
+            "UNION ALL SELECT c.id, c.kind, c.payment_id, 'pay' FROM payment_captures c LEFT "
+            "JOIN processor_captures k ON k.processor_key = c.processor_key WHERE c.status = "
+            "'succeeded' AND k.capture_id IS NULL",
      .count = 3,
      .name = {"entry_id", "type", "source"},
      .prefix = {"je", TEXT, TEXT},
@@ -275,6 +308,8 @@ static void write_figures(db_conn *db, jsonw *w)
         {"refunds", "SELECT COUNT(*) FROM refunds"},
         {"refunds_in_doubt", "SELECT COUNT(*) FROM refunds WHERE status = 'pending'"},
         {"transfers", "SELECT COUNT(*) FROM transfers WHERE status = 'succeeded'"},
+        /* §17: captures and releases reserved, not yet confirmed by the processor */
+        {"holds_in_doubt", "SELECT COUNT(*) FROM payment_captures WHERE status = 'pending'"},
     };
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
         jw_member_int(w, figures[i].name, count_of(db, figures[i].sql));

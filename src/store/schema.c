@@ -254,6 +254,40 @@ static const char *const migrations[] = {
     "DROP INDEX idempotency_keys_open;"
     "CREATE INDEX idempotency_keys_open ON idempotency_keys (locked_at)"
     "  WHERE state IN ('started', 'in_doubt');",
+    /* 15: authorize now, capture later (docs/api.md §17, docs/payments.md). A payment's hold:
+     * amount_captured + amount_released + amount_capturable = amount at every commit; a
+     * payment charged before this migration was captured in full. capture_count bounds the
+     * captures (50). A canceled payment no longer holds its order, so the business guard
+     * leaves it out. payment_captures: one row per capture or release (a cancel, a final
+     * capture's rest, an expiry), under the processor key that made it at the processor,
+     * 'pending' until the processor confirms. The builtin processor's side: a charge's hold
+     * (captured, released) and one record per capture or release, keyed like its charges. */
+    "ALTER TABLE payments ADD COLUMN capture_method TEXT NOT NULL DEFAULT 'automatic';"
+    "ALTER TABLE payments ADD COLUMN amount_capturable BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE payments ADD COLUMN amount_captured BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE payments ADD COLUMN amount_released BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE payments ADD COLUMN capture_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE payments ADD COLUMN capture_before BIGINT;"
+    "ALTER TABLE payments ADD COLUMN canceled_at BIGINT;"
+    "ALTER TABLE payments ADD COLUMN cancellation_reason TEXT;"
+    "UPDATE payments SET amount_captured = amount WHERE status <> 'failed';"
+    "CREATE INDEX payments_capture_due ON payments (capture_before)"
+    "  WHERE status = 'requires_capture';"
+    "DROP INDEX payments_one_per_order;"
+    "CREATE UNIQUE INDEX payments_one_per_order ON payments (order_id)"
+    "  WHERE order_id IS NOT NULL AND status NOT IN ('failed', 'canceled');"
+    "CREATE TABLE payment_captures ("
+    "  id ID_PK, user_id BIGINT NOT NULL, payment_id BIGINT NOT NULL, kind TEXT NOT NULL,"
+    "  amount BIGINT NOT NULL, released BIGINT NOT NULL, status TEXT NOT NULL,"
+    "  processor_key TEXT NOT NULL UNIQUE, processor_id TEXT, created_at BIGINT NOT NULL);"
+    "CREATE INDEX payment_captures_payment ON payment_captures (payment_id, created_at, id);"
+    "ALTER TABLE processor_charges ADD COLUMN captured BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE processor_charges ADD COLUMN released BIGINT NOT NULL DEFAULT 0;"
+    "UPDATE processor_charges SET captured = amount WHERE status = 'succeeded';"
+    "CREATE TABLE processor_captures ("
+    "  processor_key TEXT PRIMARY KEY, capture_id TEXT NOT NULL, charge_id TEXT NOT NULL,"
+    "  amount BIGINT NOT NULL, released BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+    "CREATE INDEX processor_captures_charge ON processor_captures (charge_id);",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

@@ -379,7 +379,11 @@ def test_get_payment_and_other_users_payment(alice, bob):
     assert p["metadata"] == {"order": "42"} and p["description"] == "tea"
     assert set(p) == {"id", "object", "account_id", "amount", "currency", "status", "source",
                       "order_id", "description", "metadata", "refunded_amount",
-                      "processor_charge_id", "created_at"}
+                      "processor_charge_id", "created_at", "capture_method", "amount_capturable",
+                      "amount_captured", "amount_released", "capture_before", "canceled_at",
+                      "cancellation_reason"}
+    assert (p["capture_method"], p["amount_captured"], p["amount_capturable"]) == (
+        "automatic", p["amount"], 0)
     assert bob.get("/v1/payments/" + p["id"]).status == 404
 
 

@@ -20,7 +20,8 @@ EXAMPLE = os.path.join(BUILD, "example_create_and_list")
 
 # Every command §13 names.
 COMMANDS = [
-    "payments create", "payments get", "payments list", "payments export", "payments count",
+    "payments create", "payments get", "payments capture", "payments cancel", "payments list",
+    "payments export", "payments count",
     "refunds create", "refunds list",
     "orders create", "orders get", "orders list", "orders set-status",
     "transfers create", "transfers get",

@@ -275,7 +275,8 @@ def test_stops_cleanly_and_keeps_its_charges(start_sim, tmp_path):
     again = start_sim(port=sim.port, db=sim.db)
     assert again.find("durable") == (200, charge)
     assert again.charge("durable") == (200, charge)
-    assert again.stats() == {"charges": 0, "refunds": 0, "deduplicated": 1}
+    assert again.stats() == {"charges": 0, "refunds": 0, "deduplicated": 1, "captures": 0,
+                             "releases": 0}
 
 
 def test_stopping_answers_calls_in_flight_and_refuses_new_ones(start_sim):
@@ -383,3 +384,88 @@ def test_lost_answer_is_finished_by_a_retry(start_sim, start_payd):
     assert healthy.charge_rows() == rows
     balance = user.get(f"/v1/accounts/{account['id']}").json
     assert balance["balance"] == 1000, balance
+
+
+# ---- holds (§17): authorize now, capture later ----
+
+
+def test_holds_at_the_simulator(start_sim):
+    sim = start_sim()
+    status, hold = sim.charge("hold-1", capture=False)
+    assert status == 200 and hold["status"] == "authorized", hold
+    assert sim.charge("hold-1", capture=False)[1] == hold  # deduplicated
+    cid = hold["id"]
+    path = f"/charges/{cid}"
+    status, cap = sim.request("POST", path + "/capture", {"amount": 300, "final": False},
+                              key="cap-1")
+    assert status == 200 and cap["status"] == "succeeded", cap
+    assert sim.request("POST", path + "/capture", {"amount": 300, "final": False},
+                       key="cap-1")[1] == cap  # the same capture again: captured once
+    status, shown = sim.request("GET", path)
+    assert (shown["status"], shown["amount"], shown["captured"], shown["released"],
+            shown["captures"]) == ("authorized", 1000, 300, 0, 1), shown
+    # a final capture releases what it says (or all that remains)
+    status, fin = sim.request("POST", path + "/capture", {"amount": 200, "final": True,
+                                                          "release": 100}, key="cap-2")
+    assert status == 200, fin
+    status, shown = sim.request("GET", path)
+    assert (shown["captured"], shown["released"]) == (500, 100)
+    # past the hold: refused, nothing moves
+    status, body = sim.request("POST", path + "/capture", {"amount": 401}, key="cap-3")
+    assert status == 409 and body["error"] == "hold_exceeded", body
+    status, rel = sim.request("POST", path + "/release", {}, key="rel-1")
+    assert status == 200, rel
+    assert sim.request("POST", path + "/release", {}, key="rel-1")[1] == rel
+    status, shown = sim.request("GET", path)
+    assert (shown["captured"], shown["released"], shown["captures"], shown["releases"]) == (
+        500, 500, 2, 1)
+    assert sim.stats()["captures"] == 2 and sim.stats()["releases"] == 1
+    assert sim.request("POST", "/charges/ch_nope/capture", {"amount": 1}, key="x")[0] == 404
+    assert sim.request("POST", path + "/capture", {"final": True}, key="y")[0] == 400
+    assert sim.request("POST", path + "/capture", {"amount": 1})[0] == 400  # no key
+
+
+def test_capture_answer_lost_then_found(start_sim):
+    """--fail-after applies to captures too: made, then the answer lost; the same key again
+    returns the same capture and captures nothing more."""
+    sim = start_sim(["--fail-after", "1.0", "--lose-by", "500", "--seed", "1"])
+    try:
+        sim.charge("hold-lost", capture=False)
+    except Dropped:
+        pass
+    healthy_db = sim.db
+    assert sim.stop() == 0
+    healthy = start_sim(port=sim.port, db=healthy_db)
+    status, hold = healthy.charge("hold-lost", capture=False)
+    assert status == 200 and hold["status"] == "authorized"
+    assert healthy.stop() == 0
+    lossy = start_sim(["--fail-after", "1.0", "--lose-by", "500"], port=sim.port, db=healthy_db)
+    path = f"/charges/{hold['id']}"
+    assert lossy.request("POST", path + "/capture", {"amount": 100}, key="c1")[0] == 500
+    assert lossy.stop() == 0
+    healthy = start_sim(port=sim.port, db=healthy_db)
+    status, cap = healthy.request("POST", path + "/capture", {"amount": 100}, key="c1")
+    assert status == 200
+    status, shown = healthy.request("GET", path)
+    assert (shown["captured"], shown["captures"]) == (100, 1), shown
+
+
+def test_manual_payments_through_the_simulator(start_sim, start_payd):
+    sim = start_sim()
+    server = start_payd(sim)
+    user = server.create_user("sim-holder", rate_limit="100000/s")
+    account = user.create_account()
+    r = user.pay(account, 1000, idem="hold-pay", capture_method="manual")
+    assert r.status == 201 and r.json["status"] == "requires_capture", r
+    p = r.json
+    r = user.post(f"/v1/payments/{p['id']}/capture",
+                  {"amount_to_capture": 250, "final_capture": False}, idem="cap-a")
+    assert r.status == 200 and r.json["amount_captured"] == 250, r
+    r = user.post(f"/v1/payments/{p['id']}/cancel", {}, idem="cancel-a")
+    assert r.status == 200 and r.json["status"] == "succeeded", r
+    status, shown = sim.request("GET", f"/charges/{p['processor_charge_id']}")
+    assert (shown["captured"], shown["released"]) == (250, 750), shown
+    server.stop()
+    out = subprocess.run([PAYD, "ledger", "verify", "--db", server.db, "--processor", sim.url],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr

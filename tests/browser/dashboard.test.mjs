@@ -263,6 +263,49 @@ describe('forms that cannot charge twice', () => {
     assertClean(seen, [/status of 402/, /status of 409/]);
     await page.context().close();
   });
+
+  test('a manual payment is captured in part, then canceled, each form with its own key', async () => {
+    const user = server.createUser('holder');
+    const account = server.createAccount(user, 'USD', 'Hold test');
+    const { page, seen } = await watchedPage(browser);
+    await signIn(page, server, user);
+    await page.locator('#list-status[data-state=end]').waitFor();
+
+    await page.click('#new-payment');
+    await page.fill('#pay-amount', '30');
+    await page.check('#pay-manual');
+    await page.click('#pay-submit');
+    await page.locator('#pay-dialog').waitFor({ state: 'hidden' });
+    await page.waitForFunction(() => document.querySelectorAll('#payments li').length === 1);
+    await page.locator('#payments li[data-status=requires_capture] button').click();
+    const capture = page.locator('#capture-form');
+    await capture.waitFor({ state: 'visible' });
+    const captureKey = await page.textContent('#capture-key');
+    const cancelKey = await page.textContent('#cancel-key');
+    assert.notEqual(captureKey, cancelKey, 'each form has its own Idempotency-Key');
+
+    await page.fill('#capture-amount', '10.00');
+    await page.uncheck('#capture-final');
+    await page.click('#capture-submit');
+    await page.waitForFunction(() => document.querySelector('[data-captured]')?.dataset.captured === '1000');
+    assert.match(await page.textContent('#capture-left'), /\$20\.00 capturable/);
+    assert.notEqual(await page.textContent('#capture-key'), captureKey, 'a success settles the attempt');
+
+    await page.fill('#capture-amount', '25.00');
+    await page.click('#capture-submit');
+    const problem = page.locator('#capture-problem');
+    await problem.waitFor({ state: 'visible' });
+    assert.equal(await problem.locator('.problem-code').textContent(), 'amount_exceeds_capturable');
+    assert.match(await problem.textContent(), /\$20\.00 can still be captured/);
+
+    await page.selectOption('#cancel-reason', 'abandoned');
+    await page.click('#cancel-submit');
+    await capture.waitFor({ state: 'hidden' });
+    assert.equal(await page.$eval('#detail-fields [data-status]', (el) => el.dataset.status), 'succeeded');
+    assert.equal(await page.$eval('[data-capturable]', (el) => el.dataset.capturable), '0');
+    assertClean(seen, [/status of 409/]);
+    await page.context().close();
+  });
 });
 
 test('a user limited to 1/s sees the wait, then the dashboard and a payment succeed', async () => {

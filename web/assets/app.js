@@ -336,6 +336,7 @@ const payForm = new IdempotentForm({
         currency: account.currency,
         source: $('#pay-source').value,
         ...(description ? { description } : {}),
+        ...($('#pay-manual').checked ? { capture_method: 'manual' } : {}),
       },
     });
     return data;
@@ -372,6 +373,13 @@ function renderDetail(p, refunds) {
     ...field('Status', h('span', { class: `badge ${p.status}`, 'data-status': p.status }, statusLabel(p.status))),
     ...field('Amount', money(p.amount, p.currency)),
     ...field('Refunded', h('span', { 'data-refunded': p.refunded_amount }, money(p.refunded_amount, p.currency))),
+    ...(p.capture_method === 'manual' ? [
+      ...field('Captured', h('span', { 'data-captured': p.amount_captured }, money(p.amount_captured, p.currency))),
+      ...field('Capturable', h('span', { 'data-capturable': p.amount_capturable }, money(p.amount_capturable, p.currency))),
+      ...field('Released', money(p.amount_released, p.currency)),
+      ...field('Capture before', p.capture_before ? h('time', { datetime: p.capture_before }, when(p.capture_before)) : null),
+      ...(p.cancellation_reason ? field('Canceled', `${statusLabel(p.cancellation_reason)} · ${when(p.canceled_at)}`) : []),
+    ] : []),
     ...field('Card', h('code', {}, p.source)),
     ...field('Description', p.description),
     ...field('Created', h('time', { datetime: p.created_at }, when(p.created_at))),
@@ -386,9 +394,14 @@ function renderDetail(p, refunds) {
       h('span', { class: 'muted' }, `${statusLabel(r.status)} · ${when(r.created_at)}`),
       h('code', { class: 'muted' }, r.id)))
     : [h('li', { class: 'muted' }, 'No refunds.')]));
-  const left = p.amount - p.refunded_amount;
+  const left = p.amount_captured - p.refunded_amount;
   $('#refund-left').textContent = `(${money(left, p.currency)} left to refund)`;
-  show($('#refund-form'), p.status !== 'failed');
+  show($('#refund-form'), p.status !== 'failed' && p.amount_captured > 0);
+  // a manual payment's hold (§17): capture or cancel while it requires capture
+  const holding = p.status === 'requires_capture';
+  $('#capture-left').textContent = `(${money(p.amount_capturable, p.currency)} capturable)`;
+  show($('#capture-form'), holding);
+  show($('#cancel-form'), holding);
 }
 
 async function loadDetail(id) {
@@ -408,6 +421,11 @@ async function openDetail(id) {
   show($('#refund-form'), false);
   $('#refund-form').reset();
   refundForm.open();
+  for (const [form, idem] of [['#capture-form', captureForm], ['#cancel-form', cancelForm]]) {
+    show($(form), false);
+    $(form).reset();
+    idem.open();
+  }
   detailDialog.showModal();
   try {
     await loadDetail(id);
@@ -450,6 +468,64 @@ const refundForm = new IdempotentForm({
     refreshAccount();
     loadChart();
   },
+});
+
+// ---- a manual payment's hold (§17): capture and cancel, each with its own Idempotency-Key ----
+
+function captureProblem(err) {
+  const nodes = problemNodes(err);
+  const left = err.problem?.amount_capturable;
+  if (left !== undefined && state.payment) {
+    nodes.push(` — ${money(left, state.payment.currency)} can still be captured`);
+  }
+  if (err.problem?.current_status) nodes.push(` — the payment is ${statusLabel(err.problem.current_status)}`);
+  return nodes;
+}
+
+async function holdChanged(idemForm, selector) {
+  $(selector).reset();
+  idemForm.open(); // the next operation is another attempt
+  await loadDetail(state.payment.id).catch(() => {});
+  refreshAccount();
+  loadChart();
+}
+
+const captureForm = new IdempotentForm({
+  form: $('#capture-form'),
+  keyEl: $('#capture-key'),
+  problemEl: $('#capture-problem'),
+  submitButton: $('#capture-submit'),
+  describeProblem: captureProblem,
+  submit: async (key) => {
+    const p = state.payment;
+    const text = $('#capture-amount').value.trim();
+    const amount = text ? parseAmount(text, p.currency) : undefined;
+    if (text && !amount) throw new InputError(`Enter an amount in ${p.currency}, or nothing to capture all that is capturable.`);
+    const { data } = await api('POST', `/v1/payments/${p.id}/capture`, {
+      idempotencyKey: key,
+      body: { ...(amount ? { amount_to_capture: amount } : {}), final_capture: $('#capture-final').checked },
+    });
+    return data;
+  },
+  done: () => holdChanged(captureForm, '#capture-form'),
+});
+
+const cancelForm = new IdempotentForm({
+  form: $('#cancel-form'),
+  keyEl: $('#cancel-key'),
+  problemEl: $('#cancel-problem'),
+  submitButton: $('#cancel-submit'),
+  describeProblem: captureProblem,
+  submit: async (key) => {
+    const p = state.payment;
+    const reason = $('#cancel-reason').value;
+    const { data } = await api('POST', `/v1/payments/${p.id}/cancel`, {
+      idempotencyKey: key,
+      body: reason ? { cancellation_reason: reason } : {},
+    });
+    return data;
+  },
+  done: () => holdChanged(cancelForm, '#cancel-form'),
 });
 
 // ---- start ----

@@ -3,7 +3,8 @@
 import { h } from './dom.js';
 
 export const EVENT_TYPES = [
-  'account.created', 'payment.succeeded', 'payment.failed', 'refund.succeeded', 'order.created',
+  'account.created', 'payment.succeeded', 'payment.failed', 'payment.authorized',
+  'payment.captured', 'payment.canceled', 'refund.succeeded', 'order.created',
   'order.status_changed', 'transfer.succeeded', 'transfer.failed', 'reservation.created',
   'webhook_endpoint.disabled',
 ];

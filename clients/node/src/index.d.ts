@@ -2,8 +2,9 @@
 // from docs/openapi.json by scripts/gen-types.mjs.
 
 import type {
-  Account, AccountCreate, Balance, BalanceTransaction, Event, EventType, Order, OrderCreate, Payment, PaymentCreate, Problem,
-  Refund, RefundCreate, WebhookAttempt, WebhookEndpoint, WebhookEndpointCreate,
+  Account, AccountCreate, Balance, BalanceTransaction, Event, EventType, Order, OrderCreate, Payment,
+  PaymentCancel, PaymentCapture, PaymentCreate, Problem, Refund, RefundCreate, WebhookAttempt,
+  WebhookEndpoint, WebhookEndpointCreate,
   WebhookEndpointDeleted, WebhookEndpointUpdate, WebhookSecretRotation,
 } from './types.gen.js';
 
@@ -144,6 +145,8 @@ export declare class Payd {
   readonly payments: {
     create(params: PaymentCreate, options?: CreateOptions): Promise<Payment>;
     retrieve(id: string): Promise<Payment>;
+    capture(id: string, params?: PaymentCapture, options?: CreateOptions): Promise<Payment>;
+    cancel(id: string, params?: PaymentCancel, options?: CreateOptions): Promise<Payment>;
     list(params: PaymentListParams): ListIterator<Payment>;
     count(params: Omit<PaymentListParams, 'limit' | 'cursor'>): Promise<number>;
   };

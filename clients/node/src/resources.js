@@ -44,6 +44,14 @@ export class Payments extends Resource {
   retrieve(id) {
     return this.call('GET', `/v1/payments/${seg(id)}`);
   }
+  /** A manual payment's hold (§17): `capture(id, {amount_to_capture?, final_capture?})`. */
+  capture(id, params = {}, { idempotencyKey } = {}) {
+    return this.call('POST', `/v1/payments/${seg(id)}/capture`, { body: params, idempotencyKey });
+  }
+  /** Releases what is left of a manual payment's hold: `cancel(id, {cancellation_reason?})`. */
+  cancel(id, params = {}, { idempotencyKey } = {}) {
+    return this.call('POST', `/v1/payments/${seg(id)}/cancel`, { body: params, idempotencyKey });
+  }
   /** The payments of one account: `list({account: 'acct_…', limit, status, created_gte, created_lt})`. */
   list({ account, ...params }) {
     return super.list(`/v1/accounts/${seg(account)}/payments`, params);

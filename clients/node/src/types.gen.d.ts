@@ -66,13 +66,25 @@ export type Payment = {
   account_id: AccountId;
   amount: Amount;
   currency: Currency;
-  status: "succeeded" | "failed" | "partially_refunded" | "refunded";
+  status: "requires_capture" | "succeeded" | "failed" | "canceled" | "partially_refunded" | "refunded";
   source: string;
   order_id: OrderId | null;
   description: string | null;
   metadata: Metadata;
   refunded_amount: number;
   processor_charge_id: string | null;
+  /** §17: `manual` payments are held at the processor until captured. */
+  capture_method: "automatic" | "manual";
+  /** What is left of the hold. `amount_captured + amount_released + amount_capturable = amount`. */
+  amount_capturable: number;
+  /** What was captured; refunds take from this. An automatic payment that succeeded was captured in full. */
+  amount_captured: number;
+  /** What was released from the hold (a cancel, a final capture's rest, an expiry). */
+  amount_released: number;
+  /** A manual payment's hold is released and the payment canceled (`expired`) after this. */
+  capture_before: Timestamp | null;
+  canceled_at: Timestamp | null;
+  cancellation_reason: "requested_by_customer" | "abandoned" | "fraudulent" | "duplicate" | "expired" | null;
   created_at: Timestamp;
 };
 
@@ -85,6 +97,8 @@ export type PaymentCreate = {
   order_id?: OrderId | null;
   description?: string | null;
   metadata?: Metadata | null;
+  /** `automatic` (default): authorized and captured at once. `manual`: only authorized (a hold, §17); capture or cancel it later. */
+  capture_method?: "automatic" | "manual" | null;
 };
 
 export type Refund = {
@@ -341,7 +355,7 @@ export type WebhookEndpointId = string;
 
 export type WebhookAttemptId = string;
 
-export type EventType = "account.created" | "payment.succeeded" | "payment.failed" | "refund.succeeded" | "order.created" | "order.status_changed" | "transfer.succeeded" | "transfer.failed" | "reservation.created" | "webhook_endpoint.disabled";
+export type EventType = "account.created" | "payment.succeeded" | "payment.failed" | "payment.authorized" | "payment.captured" | "payment.canceled" | "refund.succeeded" | "order.created" | "order.status_changed" | "transfer.succeeded" | "transfer.failed" | "reservation.created" | "webhook_endpoint.disabled";
 
 /** A change, written in the same transaction as the change itself. `data.object` is the resource as it was right after the change. Also the body of every webhook delivery. */
 export type Event = {
@@ -493,4 +507,15 @@ export type BalanceTransaction = {
 
 export type BalanceTransactionList = List & {
   data?: BalanceTransaction[];
+};
+
+export type PaymentCapture = {
+  /** Default: all that is capturable. */
+  amount_to_capture?: Amount | null;
+  /** Default true: the rest of the hold is released. false keeps it capturable for a later capture (at most 50). */
+  final_capture?: boolean | null;
+};
+
+export type PaymentCancel = {
+  cancellation_reason?: "requested_by_customer" | "abandoned" | "fraudulent" | "duplicate" | null;
 };

@@ -129,16 +129,35 @@ class Payments(_Resource):
     def create(self, *, account_id: str, amount: int, currency: str, source: str,
                order_id: str | None = None, description: str | None = None,
                metadata: Mapping[str, str] | None = None,
+               capture_method: str | None = None,
                idempotency_key: str | None = None) -> models.Payment:
-        """Charges `source`. Retried under one Idempotency-Key (the caller's, else a UUIDv4
+        """Charges `source` (`capture_method="manual"`: only authorizes, §17). Retried under one Idempotency-Key (the caller's, else a UUIDv4
         made once here), so a lost answer or a 409 in flight still ends as one charge."""
         body = _body(account_id=account_id, amount=amount, currency=currency, source=source,
                      order_id=order_id, description=description,
-                     metadata=dict(metadata) if metadata is not None else None)
+                     metadata=dict(metadata) if metadata is not None else None,
+                     capture_method=capture_method)
         return cast(models.Payment, self._post("/v1/payments", body, idempotency_key))
 
     def retrieve(self, payment_id: str) -> models.Payment:
         return cast(models.Payment, self._get(f"/v1/payments/{_segment(payment_id)}"))
+
+    def capture(self, payment_id: str, *, amount_to_capture: int | None = None,
+                final_capture: bool | None = None,
+                idempotency_key: str | None = None) -> models.Payment:
+        """Captures `amount_to_capture` (default: all that is capturable) of a manual payment's
+        hold; `final_capture` (the server's default: true) releases the rest (§17)."""
+        return cast(models.Payment, self._post(
+            f"/v1/payments/{_segment(payment_id)}/capture",
+            _body(amount_to_capture=amount_to_capture, final_capture=final_capture),
+            idempotency_key))
+
+    def cancel(self, payment_id: str, *, cancellation_reason: str | None = None,
+               idempotency_key: str | None = None) -> models.Payment:
+        """Releases what is left of a manual payment's hold (§17)."""
+        return cast(models.Payment, self._post(
+            f"/v1/payments/{_segment(payment_id)}/cancel",
+            _body(cancellation_reason=cancellation_reason), idempotency_key))
 
     def _filters(self, limit: int | None, cursor: str | None, status: str | None,
                  created_gte: str | None, created_lt: str | None) -> dict[str, Any]:

@@ -81,6 +81,8 @@ __all__ = [
     "Balance",
     "BalanceTransaction",
     "BalanceTransactionList",
+    "PaymentCapture",
+    "PaymentCancel",
 ]
 
 UserId = str
@@ -101,7 +103,7 @@ ApiKeyId = str
 EventId = str
 WebhookEndpointId = str
 WebhookAttemptId = str
-EventType = Literal["account.created", "payment.succeeded", "payment.failed", "refund.succeeded", "order.created", "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created", "webhook_endpoint.disabled"]
+EventType = Literal["account.created", "payment.succeeded", "payment.failed", "payment.authorized", "payment.captured", "payment.canceled", "refund.succeeded", "order.created", "order.status_changed", "transfer.succeeded", "transfer.failed", "reservation.created", "webhook_endpoint.disabled"]
 BalanceTransactionId = str
 JournalEntryId = str
 
@@ -127,13 +129,20 @@ class Payment(TypedDict):
     account_id: AccountId
     amount: Amount
     currency: Currency
-    status: Literal["succeeded", "failed", "partially_refunded", "refunded"]
+    status: Literal["requires_capture", "succeeded", "failed", "canceled", "partially_refunded", "refunded"]
     source: str
     order_id: OrderId | None
     description: str | None
     metadata: Metadata
     refunded_amount: int
     processor_charge_id: str | None
+    capture_method: Literal["automatic", "manual"]
+    amount_capturable: int
+    amount_captured: int
+    amount_released: int
+    capture_before: Timestamp | None
+    canceled_at: Timestamp | None
+    cancellation_reason: Literal["requested_by_customer", "abandoned", "fraudulent", "duplicate", "expired", None]
     created_at: Timestamp
 
 
@@ -145,6 +154,7 @@ class PaymentCreate(TypedDict):
     order_id: NotRequired[OrderId | None]
     description: NotRequired[str | None]
     metadata: NotRequired[Metadata | None]
+    capture_method: NotRequired[Literal["automatic", "manual"] | None]
 
 
 class Refund(TypedDict):
@@ -551,3 +561,12 @@ class BalanceTransactionList(TypedDict):
     has_more: bool
     next_cursor: str | None
     prev_cursor: str | None
+
+
+class PaymentCapture(TypedDict):
+    amount_to_capture: NotRequired[Amount | None]
+    final_capture: NotRequired[bool | None]
+
+
+class PaymentCancel(TypedDict):
+    cancellation_reason: NotRequired[Literal["requested_by_customer", "abandoned", "fraudulent", "duplicate"] | None]

@@ -257,3 +257,24 @@ def test_a_signed_delivery_is_verified_and_a_tampered_or_stale_one_refused(serve
     if "webhook-signature" in names:  # payd signs to Standard Webhooks: that alone suffices
         standard = [(n, v) for n, v in headers if n.lower() != "payd-signature"]
         assert payd.webhooks.verify(secret, standard, body)["id"] == event["id"]
+
+
+def test_a_manual_payment_is_captured_in_part_then_canceled(server, user):
+    """docs/api.md §17 through the client: capture, cancel, and a retried capture under one key
+    that captures once."""
+    c = client(server, user)
+    account = c.accounts.create("USD")
+    p = c.payments.create(account_id=account["id"], amount=1000, currency="USD",
+                          source="tok_visa", capture_method="manual")
+    assert p["status"] == "requires_capture" and p["amount_capturable"] == 1000
+    first = c.payments.capture(p["id"], amount_to_capture=300, final_capture=False,
+                               idempotency_key="py-capture-1")
+    again = c.payments.capture(p["id"], amount_to_capture=300, final_capture=False,
+                               idempotency_key="py-capture-1")
+    assert first == again and first["amount_captured"] == 300
+    done = c.payments.cancel(p["id"], cancellation_reason="abandoned")
+    assert (done["status"], done["amount_captured"], done["amount_released"]) == (
+        "succeeded", 300, 700)
+    with pytest.raises(payd.ConflictError) as refused:
+        c.payments.cancel(p["id"])
+    assert refused.value.code == "payment_not_capturable"

@@ -203,6 +203,30 @@ static void test_operations_escape_ids_and_build_bodies(void **state)
     finish(f);
 }
 
+/* §17: the capture's and cancel's paths and bodies */
+static void test_capture_and_cancel_bodies(void **state)
+{
+    static const script_step steps[] = {{.status = 200, .body = "{}"},
+                                        {.status = 200, .body = "{}"},
+                                        {.status = 200, .body = "{}"}};
+    fixture *f = start(steps, 3, NULL);
+    assert_int_equal(payd_payment_capture(f->client, "pay_1", 300, false, "c1", &f->result),
+                     PAYD_OK);
+    assert_string_equal(f->server.seen[0].path, "/v1/payments/pay_1/capture");
+    assert_string_equal(f->server.seen[0].body,
+                        "{\"final_capture\":false,\"amount_to_capture\":300}");
+    assert_string_equal(f->server.seen[0].idempotency_key, "c1");
+    assert_int_equal(payd_payment_capture(f->client, "pay_1", 0, true, "c2", &f->result), PAYD_OK);
+    assert_string_equal(f->server.seen[1].body, "{\"final_capture\":true}"); /* all */
+    assert_int_equal(payd_payment_cancel(f->client, "pay_1", "abandoned", "c3", &f->result),
+                     PAYD_OK);
+    assert_string_equal(f->server.seen[2].path, "/v1/payments/pay_1/cancel");
+    assert_string_equal(f->server.seen[2].body, "{\"cancellation_reason\":\"abandoned\"}");
+    assert_int_equal(payd_payment_capture(f->client, "", 1, true, NULL, &f->result),
+                     PAYD_ERR_USAGE);
+    finish(f);
+}
+
 static void test_account_calls(void **state)
 {
     static const script_step steps[] = {{.status = 201, .body = "{\"id\":\"acct_1\"}"},
@@ -356,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_payment_create_sends_the_contract),
         cmocka_unit_test(test_a_decline_exposes_status_code_and_detail),
         cmocka_unit_test(test_operations_escape_ids_and_build_bodies),
+        cmocka_unit_test(test_capture_and_cancel_bodies),
         cmocka_unit_test(test_account_calls),
         cmocka_unit_test(test_ledger_calls),
         cmocka_unit_test(test_usage_errors_send_nothing),

@@ -34,6 +34,8 @@ typedef struct fake_processor {
     char last_key[300];    /* the last Idempotency-Key */
     char last_type[128];   /* the last Content-Type */
     bool hold_for_overlap; /* answer tok_overlap only once OVERLAP charges are in */
+    char last_url[128];    /* the last path */
+    char last_body[512];   /* the last body */
 } fake_processor;
 
 typedef struct body_buf {
@@ -91,6 +93,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    if (!strcmp(method, "POST") && !strncmp(url, "/charges/", 9)) {
+        /* holds (§17): ch_hold captures and releases, ch_full refuses, ch_down fails */
+        pthread_mutex_lock(&f->lock);
+        snprintf(f->last_url, sizeof f->last_url, "%s", url);
+        snprintf(f->last_body, sizeof f->last_body, "%.*s", (int)b->len, b->data);
+        copy_header(conn, "Idempotency-Key", f->last_key, sizeof f->last_key);
+        pthread_mutex_unlock(&f->lock);
+        if (!strncmp(url, "/charges/ch_hold/", 17))
+            return answer(conn, 200, "{\"id\":\"cp_1\",\"status\":\"succeeded\"}");
+        if (!strncmp(url, "/charges/ch_full/", 17))
+            return answer(conn, 409, "{\"error\":\"hold_exceeded\"}");
+        if (!strncmp(url, "/charges/ch_down/", 17))
+            return answer(conn, 500, "{\"error\":\"processor_unavailable\"}");
+        return answer(conn, 404, "{\"error\":\"not_found\"}");
+    }
     if (strcmp(method, "POST") != 0 || strcmp(url, "/charges") != 0)
         return answer(conn, 404, "{}");
     pthread_mutex_lock(&f->lock);
@@ -106,6 +123,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     json_decref(body);
     if (!strcmp(src, "tok_visa"))
         return answer(conn, 200, "{\"id\":\"ch_approved\",\"status\":\"succeeded\"}");
+    if (!strcmp(src, "tok_hold"))
+        return answer(conn, 200, "{\"id\":\"ch_hold\",\"status\":\"authorized\"}");
     if (!strcmp(src, "tok_chargeDeclined"))
         return answer(conn, 200,
                       "{\"id\":\"ch_declined\",\"status\":\"declined\","
@@ -386,6 +405,51 @@ static void unsafe_key_answers_at_once(void **state)
     http_processor_free(p);
 }
 
+/* §17: an authorization reads as approved and authorized (an answer that is not a hold is in
+ * doubt); a capture and a release send their amounts and key; 409 hold_exceeded, 404 and a 5xx
+ * read as declined, not found and in doubt; an id that cannot go into a path is never sent. */
+static void holds(void **state)
+{
+    fake_processor f;
+    fake_start(&f);
+    http_processor *p = http_processor_create(f.url, 5000);
+    proc_result r = http_processor_authorize(p, "k-auth", 1000, "USD", "tok_hold");
+    assert_int_equal(r.status, PROC_APPROVED);
+    assert_true(r.authorized);
+    assert_string_equal(r.id, "ch_hold");
+    r = http_processor_authorize(p, "k-auth2", 1000, "USD", "tok_visa");
+    assert_int_equal(r.status, PROC_UNAVAILABLE); /* a capture where a hold was asked */
+
+    r = http_processor_capture(p, "k-cap", "ch_hold", 300, 700);
+    assert_int_equal(r.status, PROC_APPROVED);
+    assert_string_equal(r.id, "cp_1");
+    assert_string_equal(f.last_url, "/charges/ch_hold/capture");
+    assert_string_equal(f.last_key, "k-cap");
+    json_t *body = json_loads(f.last_body, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(body, "amount")), 300);
+    assert_true(json_is_true(json_object_get(body, "final")));
+    assert_int_equal(json_integer_value(json_object_get(body, "release")), 700);
+    json_decref(body);
+
+    r = http_processor_release(p, "k-rel", "ch_hold", 700);
+    assert_int_equal(r.status, PROC_APPROVED);
+    assert_string_equal(f.last_url, "/charges/ch_hold/release");
+    body = json_loads(f.last_body, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(body, "amount")), 700);
+    json_decref(body);
+
+    r = http_processor_capture(p, "k-full", "ch_full", 1, 0);
+    assert_int_equal(r.status, PROC_DECLINED);
+    assert_string_equal(r.decline_code, "hold_exceeded");
+    assert_int_equal(http_processor_capture(p, "k-none", "ch_none", 1, 0).status, PROC_NOT_FOUND);
+    assert_int_equal(http_processor_release(p, "k-down", "ch_down", 1).status, PROC_UNAVAILABLE);
+    snprintf(f.last_url, sizeof f.last_url, "untouched");
+    assert_int_equal(http_processor_capture(p, "k-bad", "ch/../x", 1, 0).status, PROC_UNAVAILABLE);
+    assert_string_equal(f.last_url, "untouched");
+    http_processor_free(p);
+    fake_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +458,7 @@ int main(void)
         cmocka_unit_test(silent_processor_times_out),
         cmocka_unit_test(free_ends_a_charge_in_flight_once),
         cmocka_unit_test(unsafe_key_answers_at_once),
+        cmocka_unit_test(holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
