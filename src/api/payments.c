@@ -257,6 +257,8 @@ static bool read_payment_or_reply(request *req, payment *p)
                    .description = in->description,
                    .metadata = in->metadata};
     memcpy(p->currency, in->currency, sizeof p->currency);
+    if (!source_of_mode_or_reply(req, in->source))
+        return false;
     db_conn *db = reader_or_reply(req);
     if (!db)
         return false;
@@ -326,11 +328,11 @@ static step_result void_charge(request *req, payment *p)
         return STEP_DONE;
     snprintf(p->void_key, sizeof p->void_key, "%s:void", req->idem->processor_key);
     if (req->runner) {
-        processor_refund_start(req->app->processor, p->void_key, p->charge.id, p->amount,
+        processor_refund_start(request_processor(req), p->void_key, p->charge.id, p->amount,
                                void_answered, p);
         return STEP_WAITING;
     }
-    p->voided = processor_refund(req->app->processor, p->void_key, p->charge.id, p->amount);
+    p->voided = processor_refund(request_processor(req), p->void_key, p->charge.id, p->amount);
     return void_answered_step(req, p);
 }
 
@@ -407,7 +409,7 @@ static void charge_answered(proc_result r, db_failure failure, void *arg)
 static step_result charge(request *req, void *arg)
 {
     payment *p = arg;
-    processor *proc = req->app->processor;
+    processor *proc = request_processor(req);
     if (req->runner && !processor_charge_blocks(proc, p->source) &&
         !fault_point_blocks("before-charge")) {
         /* no thread waits: the builtin processor's commit, or the HTTP processor's answer on
@@ -453,7 +455,7 @@ void payments_recover(request *req)
     db_conn *db = p.has_order ? reader_or_reply(req) : NULL;
     if (p.has_order && (!db || !order_payable_or_reply(req, db, &p)))
         return;
-    p.charge = processor_find_charge(req->app->processor, req->idem->processor_key);
+    p.charge = processor_find_charge(request_processor(req), req->idem->processor_key);
     if (p.charge.status == PROC_NOT_FOUND)
         reply_error(req, ERR_RESOURCE_MISSING, "nothing was charged; the key is released");
     else if (p.charge.status == PROC_UNAVAILABLE)

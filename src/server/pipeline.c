@@ -12,6 +12,7 @@
 #include "core/holder_count.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
+#include "core/livemode.h"
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "http/server.h"
@@ -252,11 +253,29 @@ void run_step(request *req, route_handler step)
     log_set_request_id(NULL);
 }
 
+/* An authenticated request's JSON answer says the mode of every object in it (docs/modes.md):
+ * all of them are of its key's mode. Stored answers (Idempotency-Key replays, events' data) are
+ * kept unmarked and marked here on their way out, so the mark is never doubled. */
+static void mark_livemode(request *req)
+{
+    const char *type = response_header(req, "Content-Type");
+    if (!req->authenticated || !req->resp_len || (type && !strstr(type, "json")))
+        return;
+    size_t len;
+    char *marked = json_mark_livemode(req->resp_body, req->resp_len, !req->user.test, &len);
+    if (!marked)
+        return;
+    free(req->resp_body);
+    req->resp_body = marked;
+    req->resp_len = len;
+}
+
 /* The request's answer, handed to the HTTP layer: sent when its exchange is next served. */
 static void answer(request *req)
 {
     if (!req->status)
         reply_error(req, ERR_INTERNAL, "the handler gave no answer");
+    mark_livemode(req);
     _Static_assert(MAX_RESP_HEADERS + 2 <= HTTP_MAX_ANSWER_HEADERS, "the HTTP layer keeps them");
     http_header headers[MAX_RESP_HEADERS + 2];
     size_t n = 0;

@@ -254,6 +254,18 @@ static const char *const migrations[] = {
     "DROP INDEX idempotency_keys_open;"
     "CREATE INDEX idempotency_keys_open ON idempotency_keys (locked_at)"
     "  WHERE state IN ('started', 'in_doubt');",
+    /* 15: reserved for another change made beside this one; empty here */
+    "",
+    /* 16: test mode and live mode (docs/modes.md). A user's test mode is a second users row, its
+     * test twin (mode 'test', live_user_id naming the live user; at most one per user), so every
+     * row a test key makes is scoped by the twin's id exactly as a live key's rows are by the
+     * user's. Existing users, and their keys, are live. A key shows its mode, and the user it
+     * belongs to (owner_id: the live user, for a test key; NULL: user_id itself). */
+    "ALTER TABLE users ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';"
+    "ALTER TABLE users ADD COLUMN live_user_id BIGINT;"
+    "CREATE UNIQUE INDEX users_test_twin ON users (live_user_id);"
+    "ALTER TABLE api_keys ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';"
+    "ALTER TABLE api_keys ADD COLUMN owner_id BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
