@@ -183,7 +183,7 @@ processor *request_processor(const request *req)
 bool source_of_mode_or_reply(request *req, const char *source)
 {
     if (req->user.test || processor_is_builtin(req->app->processor) ||
-        !processor_test_token(source))
+        req->app->cfg.live_test_tokens || !processor_test_token(source))
         return true;
     reply_invalid_param(req, ERR_INVALID_PARAMETER, "source",
                         "a live key cannot pay with a test token: use a test key (sk_test_...) "

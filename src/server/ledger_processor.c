@@ -122,7 +122,10 @@ int ledger_processor_check(db_conn *db, const char *url, jsonw *w, int64_t *foun
     db_stmt *st = db_query(db,
                            "SELECT p.id, p.processor_charge_id, COALESCE(SUM(CASE WHEN "
                            "r.status = 'succeeded' THEN r.amount ELSE 0 END), 0), "
-                           "COALESCE(SUM(r.amount), 0) FROM payments p LEFT JOIN refunds r "
+                           "COALESCE(SUM(r.amount), 0) FROM payments p "
+                           /* test mode's charges are the builtin simulator's (docs/modes.md) */
+                           "JOIN users u ON u.id = p.user_id AND u.mode = 'live' "
+                           "LEFT JOIN refunds r "
                            "ON r.payment_id = p.id WHERE p.status <> 'failed' "
                            "GROUP BY p.id, p.processor_charge_id",
                            "");

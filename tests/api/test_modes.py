@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import PAYD, Payd, User
+from conftest import PAYD, Payd, User, verify_ledger
 from receiver import Receiver
 from test_processor_sim import Sim
 
@@ -319,6 +319,15 @@ def test_test_mode_charges_the_builtin_processor(tmp_path):
         r = live.pay(live_account, source="tok_card4242")
         assert r.status == 201 and r.json["livemode"] is True, r
         assert sim.stats()["charges"] == 1
+        refund = test.post(f"/v1/payments/{test.pay(test_account).json['id']}/refunds",
+                           {"amount": 5}, idem="test-refund")
+        assert refund.status == 201 and refund.json["livemode"] is False, refund
+        assert sim.stats()["refunds"] == 0
+        s.stop()
+        # the books add up: live mode's against the simulator, test mode's against the builtin
+        summary = verify_ledger(s.db, settle_s=5, processor=sim.url)
+        assert summary["ok"] and summary["processor_stats"]["charges"] == 1, summary
+        assert not verify_ledger(s.db, settle_s=5, processor="none")["violations"]
     finally:
         s.stop()
         sim.stop()
