@@ -182,6 +182,16 @@ static int insert_key(db_conn *db, void *arg)
             return twin_rc;
         if (!job->key.user)
             return -1;
+        /* the twin's own creates lock the twin's row (user_cap_full_or_reply): so does this
+         * one, so that the two count one after the other */
+        if (db_kind_of(db) == DB_POSTGRES) {
+            db_stmt *lock = db_query(db, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", "i",
+                                     (int64_t)job->key.user);
+            db_status lock_rc = db_step(lock);
+            db_done(lock);
+            if (lock_rc != DB_ROW && lock_rc != DB_DONE)
+                return lock_rc;
+        }
     }
     bool full;
     db_status rc = user_cap_full_or_reply(db, req, for_twin ? &active_test_keys : &active_keys,
