@@ -319,6 +319,12 @@ def test_test_mode_charges_the_builtin_processor(tmp_path):
         r = live.pay(live_account, source="tok_card4242")
         assert r.status == 201 and r.json["livemode"] is True, r
         assert sim.stats()["charges"] == 1
+        # a test charge whose answer was lost resumes on the builtin simulator too
+        lost = test.pay(test_account, amount=700, source="tok_lostResponse", idem="test-lost")
+        assert lost.status == 503 and lost.json["code"] == "processor_unavailable", lost
+        resumed = test.pay(test_account, amount=700, source="tok_lostResponse", idem="test-lost")
+        assert resumed.status == 201 and resumed.json["livemode"] is False, resumed
+        assert sim.stats()["charges"] == 1
         refund = test.post(f"/v1/payments/{test.pay(test_account).json['id']}/refunds",
                            {"amount": 5}, idem="test-refund")
         assert refund.status == 201 and refund.json["livemode"] is False, refund
