@@ -356,3 +356,28 @@ def test_twins_are_no_users_of_their_own(server):
     time.sleep(0.1)
     assert made.in_test_mode().get("/v1/accounts").status == 401
     server.cli("user", "enable", made.id)
+
+
+def test_a_user_made_before_modes_gets_its_test_mode_on_first_need(server):
+    """A user from before schema 16 has live keys only; its test mode (the twin) is made by the
+    first test key asked for, over the API or on the command line, and found by the next."""
+    old = server.create_user("modes-before")
+    twin = f"(SELECT id FROM users WHERE live_user_id = (SELECT id FROM users WHERE name = " \
+           f"'modes-before' AND mode = 'live'))"
+    server.execute(f"DELETE FROM api_keys WHERE user_id = {twin}",
+                   f"DELETE FROM users WHERE id = {twin}")
+    assert server.sql(f"SELECT COUNT(*) FROM users WHERE id = {twin}") == 0
+    assert old.in_test_mode().get("/v1/accounts").status == 401
+    live_account = old.create_account()
+
+    made = old.post("/v1/api_keys", {"mode": "test"})
+    assert made.status == 201 and made.json["livemode"] is False, made
+    test = User(server, old.id, made.json["api_key"])
+    assert test.get("/v1/accounts").json["data"] == []
+    assert test.get(f"/v1/accounts/{live_account['id']}").status == 404
+    test_account = test.create_account()
+    cli = json.loads(server.cli("key", "create", "--user", old.id, "--mode", "test").stdout)
+    again = User(server, old.id, cli["api_key"])
+    assert [a["id"] for a in again.get("/v1/accounts").json["data"]] == [test_account["id"]]
+    assert server.sql(f"SELECT COUNT(*) FROM users WHERE live_user_id IS NOT NULL AND "
+                      f"id = {twin}") == 1
