@@ -406,6 +406,8 @@ async function takeSecret(page) {
   const secret = await page.textContent('#secret-value');
   await page.click('#secret-done');
   await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  // the dialog's close event, which empties it, is a task of its own after the dialog hides
+  await page.waitForFunction(() => document.querySelector('#secret-value').textContent === '', null, { timeout: 2000 });
   assert.equal(await page.textContent('#secret-value'), '');
   return secret;
 }
