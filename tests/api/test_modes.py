@@ -381,3 +381,18 @@ def test_a_user_made_before_modes_gets_its_test_mode_on_first_need(server):
     assert [a["id"] for a in again.get("/v1/accounts").json["data"]] == [test_account["id"]]
     assert server.sql(f"SELECT COUNT(*) FROM users WHERE live_user_id IS NOT NULL AND "
                       f"id = {twin}") == 1
+
+
+def test_the_access_log_names_the_user_and_the_mode(server):
+    """A test key's requests are logged under the user (never its twin) with livemode false."""
+    user = server.create_user("modes-log")
+    for who, live in ((user, True), (user.in_test_mode(), False)):
+        request_id = f"req_modes_log_{'live' if live else 'test'}"
+        assert who.get("/v1/accounts", headers={"X-Request-Id": request_id}).status == 200
+        for _ in range(100):
+            lines = [json.loads(l) for l in server.read_log().splitlines()
+                     if l.strip().startswith("{") and request_id in l]
+            if lines:
+                break
+            time.sleep(0.05)
+        assert lines and lines[0]["user_id"] == user.id and lines[0]["livemode"] is live, lines
