@@ -58,12 +58,14 @@ static void log_settled_key(request *req, const open_key *k)
 {
     char user[ID_STR_MAX], key_hash[65];
     bool recovered = req->route->recover && req->json;
-    id_format((uint64_t)k->user_id, "usr", user);
+    id_format((uint64_t)k->owner, "usr", user); /* the user, never its test twin */
     sha256_hex(k->key, strlen(k->key), key_hash);
     jsonw w;
     log_begin(&w, req->status >= 500 ? "warn" : "info", "recovered idempotency key");
     jw_key(&w, "user_id");
     jw_string(&w, user);
+    jw_key(&w, "livemode");
+    jw_bool(&w, !k->test);
     jw_key(&w, "key_sha256");
     jw_string(&w, key_hash);
     jw_key(&w, "route");
