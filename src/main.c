@@ -54,9 +54,11 @@ static void usage(FILE *out)
         "  user list [--format jsonl|table] --db URL    every user and its count of active keys\n"
         "  user disable|enable USER_ID --db URL         turn all of a user's keys off (401 within "
         "--auth-cache-ttl) or on\n"
-        "  account create --user USER_ID --currency C [--name N] --db URL\n"
-        "  key create --user USER_ID [--name N] --db URL   a new API key, shown once\n"
-        "  key list --user USER_ID --db URL             the user's keys (id and prefix only)\n"
+        "  account create --user USER_ID --currency C [--name N] [--mode test|live] --db URL\n"
+        "  key create --user USER_ID [--name N] [--mode test|live] --db URL   a new API key "
+        "(default live), shown once\n"
+        "  key list --user USER_ID --db URL             the user's keys of both modes (id, prefix "
+        "and mode only)\n"
         "  key revoke KEY_ID --db URL                   revoke a key (401 within "
         "--auth-cache-ttl)\n"
         "  id decode ID                                 show an id's time, node and sequence\n"
@@ -176,24 +178,36 @@ static int cmd_backup(int argc, char **argv)
 }
 
 typedef struct new_user {
-    uint64_t id;
+    uint64_t id, twin_id;
     const char *name, *email, *rate_limit;
-    const new_api_key *key;
+    new_api_key *key, *test_key;
     int64_t now;
 } new_user;
 
-/* The user and its first API key, in one transaction. */
+/* The user, its test twin (docs/modes.md) and its first live and test keys, in one
+ * transaction. */
 static int insert_user(db_conn *db, void *arg)
 {
     new_user *u = arg;
-    return db_exec(db,
-                   "INSERT INTO users (id, name, email, api_key_hash, rate_limit, version, "
-                   "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
-                   "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
-                   u->now) == DB_DONE &&
-                   api_key_store(db, u->key) == DB_DONE
-               ? 0
-               : -1;
+    uint64_t twin = 0;
+    if (db_exec(db,
+                "INSERT INTO users (id, name, email, api_key_hash, rate_limit, version, "
+                "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
+                "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
+                u->now) != DB_DONE ||
+        api_key_test_twin(db, u->id, u->twin_id, u->now, &twin) != DB_DONE || !twin)
+        return -1;
+    u->test_key->user = twin;
+    return api_key_store(db, u->key) == DB_DONE && api_key_store(db, u->test_key) == DB_DONE ? 0
+                                                                                             : -1;
+}
+
+/* --mode test|live (default live): false when it is anything else. */
+static bool mode_flag(int argc, char **argv, bool *test)
+{
+    const char *mode = flag(argc, argv, "--mode");
+    *test = mode && !strcmp(mode, "test");
+    return !mode || *test || !strcmp(mode, "live");
 }
 
 /* The command line leases a node id for its run, like a server, so its ids never meet one a
@@ -252,36 +266,45 @@ static int cmd_user_create(int argc, char **argv)
     store *s = open_store_for_ids(argc, argv);
     if (!s)
         return 1;
-    new_api_key key;
+    new_api_key key, test_key;
     new_user u = {.id = cli_id(),
+                  .twin_id = cli_id(),
                   .name = argv[0],
                   .email = flag(argc, argv, "--email"),
                   .rate_limit = rate,
                   .key = &key,
+                  .test_key = &test_key,
                   .now = now_us()};
-    uint64_t key_id = cli_id();
-    api_key_generate(&key, key_id, u.id, NULL, created_at_of(key_id));
+    uint64_t key_id = cli_id(), test_key_id = cli_id();
+    api_key_generate(&key, key_id, u.id, u.id, false, NULL, created_at_of(key_id));
+    api_key_generate(&test_key, test_key_id, u.twin_id, u.id, true, NULL,
+                     created_at_of(test_key_id));
     int rc = store_write(s, insert_user, &u);
     cli_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: could not create the user\n");
         return 1;
     }
-    print_json(json_pack("{s:o, s:s, s:o}", "user_id", json_id("usr", u.id), "api_key", key.key,
-                         "key_id", json_id("key", key_id)));
+    /* api_key stays the live key, so scripts written before modes keep working */
+    print_json(json_pack("{s:o, s:s, s:o, s:s, s:o}", "user_id", json_id("usr", u.id), "api_key",
+                         key.key, "key_id", json_id("key", key_id), "test_api_key", test_key.key,
+                         "test_key_id", json_id("key", test_key_id)));
     return 0;
 }
 
+/* A user as operators know them: a test twin is no user of its own (docs/modes.md). */
 static bool user_exists(db_conn *db, uint64_t user)
 {
-    db_stmt *st = db_query(db, "SELECT 1 FROM users WHERE id = $1", "i", (int64_t)user);
+    db_stmt *st =
+        db_query(db, "SELECT 1 FROM users WHERE id = $1 AND mode = 'live'", "i", (int64_t)user);
     bool found = db_step(st) == DB_ROW;
     db_done(st);
     return found;
 }
 
 typedef struct new_account {
-    uint64_t id, user;
+    uint64_t id, user, twin_id; /* twin_id: made under, when a test account's user has none */
+    bool test;
     char currency[4];
     const char *name;
     int64_t now;
@@ -295,7 +318,11 @@ static int insert_account(db_conn *db, void *arg)
     a->user_found = user_exists(db, a->user);
     if (!a->user_found)
         return -1;
-    db_stmt *st = account_insert(db, a->id, a->user, a->currency, a->name, a->now);
+    uint64_t owner = a->user;
+    if (a->test &&
+        (api_key_test_twin(db, a->user, a->twin_id, a->now, &owner) != DB_DONE || !owner))
+        return -1;
+    db_stmt *st = account_insert(db, a->id, owner, a->currency, a->name, a->now);
     bool inserted = db_step(st) == DB_ROW;
     if (inserted) {
         free(a->printed); /* a job may run again after a conflict */
@@ -309,9 +336,10 @@ static int cmd_account_create(int argc, char **argv)
 {
     const char *user = flag(argc, argv, "--user"), *currency = flag(argc, argv, "--currency");
     new_account a = {.name = flag(argc, argv, "--name")};
-    if (!user || !currency || id_parse(user, "usr", &a.user) != 0) {
+    if (!user || !currency || id_parse(user, "usr", &a.user) != 0 ||
+        !mode_flag(argc, argv, &a.test)) {
         fprintf(stderr, "usage: payd account create --user usr_... --currency USD [--name N] "
-                        "--db URL\n");
+                        "[--mode test|live] --db URL\n");
         return 2;
     }
     if (!currency_normalize(currency, a.currency)) {
@@ -322,6 +350,7 @@ static int cmd_account_create(int argc, char **argv)
     if (!s)
         return 1;
     a.id = cli_id();
+    a.twin_id = cli_id();
     a.now = created_at_of(a.id);
     int rc = store_write(s, insert_account, &a);
     cli_close(s);
@@ -361,14 +390,20 @@ static int cmd_id_decode(int argc, char **argv)
 
 typedef struct key_job {
     new_api_key *key;
+    uint64_t twin_id; /* made under, when a test key's user has no test twin yet */
     bool user_found;
 } key_job;
 
 static int insert_key_for_user(db_conn *db, void *arg)
 {
     key_job *job = arg;
-    job->user_found = user_exists(db, job->key->user);
+    job->user_found = user_exists(db, job->key->owner);
     if (!job->user_found)
+        return -1;
+    job->key->user = job->key->owner;
+    if (job->key->test && (api_key_test_twin(db, job->key->owner, job->twin_id,
+                                             job->key->created_at, &job->key->user) != DB_DONE ||
+                           !job->key->user))
         return -1;
     return api_key_store(db, job->key) == DB_DONE ? 0 : -1;
 }
@@ -383,8 +418,10 @@ static bool user_flag(int argc, char **argv, uint64_t *user)
 static int cmd_key_create(int argc, char **argv)
 {
     uint64_t user;
-    if (!user_flag(argc, argv, &user)) {
-        fprintf(stderr, "usage: payd key create --user usr_... [--name N] --db URL\n");
+    bool test;
+    if (!user_flag(argc, argv, &user) || !mode_flag(argc, argv, &test)) {
+        fprintf(stderr,
+                "usage: payd key create --user usr_... [--name N] [--mode test|live] --db URL\n");
         return 2;
     }
     store *s = open_store_for_ids(argc, argv);
@@ -392,16 +429,17 @@ static int cmd_key_create(int argc, char **argv)
         return 1;
     new_api_key key;
     uint64_t id = cli_id();
-    api_key_generate(&key, id, user, flag(argc, argv, "--name"), created_at_of(id));
-    key_job job = {.key = &key};
+    api_key_generate(&key, id, user, user, test, flag(argc, argv, "--name"), created_at_of(id));
+    key_job job = {.key = &key, .twin_id = cli_id()};
     int rc = store_write(s, insert_key_for_user, &job);
     cli_close(s);
     if (rc != 0) {
         fprintf(stderr, "payd: %s\n", job.user_found ? "could not create the key" : "no such user");
         return 1;
     }
-    print_json(json_pack("{s:o, s:s, s:o, s:s}", "key_id", json_id("key", id), "api_key", key.key,
-                         "user_id", json_id("usr", user), "prefix", key.prefix));
+    print_json(json_pack("{s:o, s:s, s:o, s:s, s:s}", "key_id", json_id("key", id), "api_key",
+                         key.key, "user_id", json_id("usr", user), "prefix", key.prefix, "mode",
+                         test ? "test" : "live"));
     return 0;
 }
 
@@ -424,8 +462,8 @@ static int cmd_key_list(int argc, char **argv)
         fprintf(stderr, "payd: no such user\n");
     } else {
         db_stmt *st = db_query(db,
-                               "SELECT " API_KEY_COLUMNS " FROM api_keys WHERE user_id = $1 "
-                               "ORDER BY created_at, id",
+                               "SELECT " API_KEY_COLUMNS " FROM api_keys "
+                               "WHERE COALESCE(owner_id, user_id) = $1 ORDER BY created_at, id",
                                "i", (int64_t)user);
         while (db_step(st) == DB_ROW)
             print_row(write_api_key_row, st);
@@ -635,6 +673,10 @@ static int cmd_serve(int argc, char **argv)
         refuse_start(err);
         return 2;
     }
+    /* test mode always charges the builtin simulator (docs/modes.md) */
+    a.test_processor = processor_is_builtin(a.processor)
+                           ? a.processor
+                           : processor_create(&a, "builtin", err, sizeof err);
     a.auth = auth_cache_create();
     a.metrics = metrics_create();
     a.limiter = gcra_table_create(64, 16384);
@@ -712,6 +754,8 @@ static int cmd_serve(int argc, char **argv)
     lease_release(lease);
     store_release_reader(a.store); /* the main thread's, from the readiness checks */
     store_close(a.store);
+    if (a.test_processor != a.processor)
+        processor_free(a.test_processor);
     processor_free(a.processor);
     auth_cache_free(a.auth);
     metrics_free(a.metrics);

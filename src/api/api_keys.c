@@ -16,15 +16,17 @@
 #include "idem/idem.h"
 #include "node/auth.h"
 
-void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, const char *name,
-                      int64_t created_at)
+void api_key_generate(new_api_key *k, uint64_t id, uint64_t user, uint64_t owner, bool test,
+                      const char *name, int64_t created_at)
 {
     memset(k, 0, sizeof *k);
     k->id = id;
     k->user = user;
+    k->owner = owner;
+    k->test = test;
     k->name = name;
     k->created_at = created_at;
-    auth_new_key(k->key, k->hash);
+    auth_new_key(test, k->key, k->hash);
     snprintf(k->prefix, sizeof k->prefix, "%.*s", API_KEY_PREFIX_LEN, k->key);
 }
 
@@ -32,9 +34,41 @@ db_stmt *api_key_insert(db_conn *db, const new_api_key *k)
 {
     return db_query(
         db,
-        "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at) "
-        "VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING " API_KEY_COLUMNS,
-        "iisssi", (int64_t)k->id, (int64_t)k->user, k->name, k->hash, k->prefix, k->created_at);
+        "INSERT INTO api_keys (id, user_id, name, key_hash, prefix, status, created_at, mode, "
+        "owner_id) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8) RETURNING " API_KEY_COLUMNS,
+        "iisssisi", (int64_t)k->id, (int64_t)k->user, k->name, k->hash, k->prefix, k->created_at,
+        k->test ? "test" : "live", (int64_t)k->owner);
+}
+
+static db_status find_twin(db_conn *db, uint64_t owner, uint64_t *twin)
+{
+    db_stmt *st = db_query(db, "SELECT id FROM users WHERE live_user_id = $1", "i", (int64_t)owner);
+    db_status rc = db_step(st);
+    *twin = rc == DB_ROW ? (uint64_t)db_int(st, 0) : 0;
+    db_done(st);
+    return rc == DB_ROW ? DB_DONE : rc;
+}
+
+db_status api_key_test_twin(db_conn *db, uint64_t owner, uint64_t new_id, int64_t now,
+                            uint64_t *twin)
+{
+    db_status rc = find_twin(db, owner, twin);
+    if (rc != DB_DONE || *twin)
+        return rc;
+    /* The twin copies the user's name and email; api_key_hash (unused since schema 3, but NOT
+     * NULL UNIQUE) gets a value no key hash can take. Two makers at once: the unique index on
+     * live_user_id keeps one, and both find it. */
+    char placeholder[40];
+    snprintf(placeholder, sizeof placeholder, "twin:%llu", (unsigned long long)new_id);
+    rc = db_exec(db,
+                 "INSERT INTO users (id, name, email, api_key_hash, rate_limit, version, "
+                 "created_at, updated_at, mode, live_user_id) "
+                 "SELECT $1, name, email, $2, NULL, 1, $3, $3, 'test', id FROM users "
+                 "WHERE id = $4 AND mode = 'live' ON CONFLICT (live_user_id) DO NOTHING",
+                 "isii", (int64_t)new_id, placeholder, now, (int64_t)owner);
+    if (rc != DB_DONE)
+        return rc;
+    return find_twin(db, owner, twin);
 }
 
 db_status api_key_store(db_conn *db, const new_api_key *k)
@@ -63,10 +97,13 @@ void write_api_key_row(db_stmt *st, jsonw *w)
     jw_object_begin(w);
     jw_member_id(w, "id", "key", (uint64_t)db_int(st, 0));
     jw_member_string(w, "object", "api_key");
+    jw_key(w, "livemode"); /* its own mode: a live key can make a test key */
+    jw_bool(w, strcmp(db_text(st, 7), "test") != 0);
     jw_member_id(w, "user_id", "usr", (uint64_t)db_int(st, 1));
     jw_member_string(w, "name", db_text(st, 2));
     jw_member_string(w, "prefix", db_text(st, 3));
     jw_member_string(w, "status", db_text(st, 4));
+    jw_member_string(w, "mode", db_text(st, 7));
     jw_member_time(w, "created_at", db_int(st, 5));
     if (db_is_null(st, 6)) {
         jw_key(w, "revoked_at");
@@ -103,17 +140,21 @@ void api_keys_list(request *req)
 
 /* POST /v1/api_keys */
 typedef struct api_key_input {
-    const char *name;
+    const char *name, *mode; /* mode NULL: the request's own */
 } api_key_input;
+
+static const char *const api_key_modes[] = {"test", "live", NULL};
 
 static const field api_key_fields[] = {
     {.name = "name", .kind = KIND_STRING, IN(api_key_input, name), .min = 1, .max = 100},
+    {.name = "mode", .kind = KIND_ENUM, IN(api_key_input, mode), .values = api_key_modes},
 };
 const schema api_keys_create_body = SCHEMA(api_key_input, api_key_fields);
 
 typedef struct key_job {
     request *req;
     new_api_key key;
+    uint64_t twin_id; /* the id a test twin is made under, if the user has none yet */
 } key_job;
 
 /* What a replay shows instead of the key (resource_created_with_secret). */
@@ -125,11 +166,36 @@ static int insert_key(db_conn *db, void *arg)
 {
     key_job *job = arg;
     request *req = job->req;
+    /* the cap is per mode: a live key making a test key counts the twin's keys */
     static const user_cap active_keys = {
         "SELECT COUNT(*) FROM api_keys WHERE user_id = $1 AND status = 'active'",
         ERR_API_KEY_LIMIT_REACHED, "active API keys", "revoke one to make another"};
+    static const user_cap active_test_keys = {
+        "SELECT COUNT(*) FROM api_keys WHERE status = 'active' AND user_id = "
+        "(SELECT id FROM users WHERE live_user_id = $1)",
+        ERR_API_KEY_LIMIT_REACHED, "active API keys of a mode", "revoke one to make another"};
+    bool for_twin = job->key.test && !req->user.test;
+    if (for_twin) {
+        db_status twin_rc = api_key_test_twin(db, req->user.owner, job->twin_id,
+                                              job->key.created_at, &job->key.user);
+        if (twin_rc != DB_DONE)
+            return twin_rc;
+        if (!job->key.user)
+            return -1;
+        /* the twin's own creates lock the twin's row (user_cap_full_or_reply): so does this
+         * one, so that the two count one after the other */
+        if (db_kind_of(db) == DB_POSTGRES) {
+            db_stmt *lock = db_query(db, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", "i",
+                                     (int64_t)job->key.user);
+            db_status lock_rc = db_step(lock);
+            db_done(lock);
+            if (lock_rc != DB_ROW && lock_rc != DB_DONE)
+                return lock_rc;
+        }
+    }
     bool full;
-    db_status rc = user_cap_full_or_reply(db, req, &active_keys, req->app->cfg.max_api_keys, &full);
+    db_status rc = user_cap_full_or_reply(db, req, for_twin ? &active_test_keys : &active_keys,
+                                          req->app->cfg.max_api_keys, &full);
     if (rc != DB_DONE || full)
         return rc;
     /* the key itself is in this answer, and only here */
@@ -158,7 +224,17 @@ step_result api_keys_create(request *req, void *prepared)
     int64_t created_at;
     if (!new_row_id_or_reply(req, &id, &created_at))
         return STEP_DONE;
-    api_key_generate(&job->key, id, req->user.id, in->name, created_at);
+    /* a key of the request's own mode unless asked; a test key never makes a live one */
+    bool test = in->mode ? !strcmp(in->mode, "test") : req->user.test;
+    if (req->user.test && !test) {
+        reply_invalid_param(req, ERR_INVALID_PARAMETER, "mode",
+                            "a test key can make test keys only; make live keys with a live key");
+        return STEP_DONE;
+    }
+    int64_t twin_created_at;
+    if (test && !req->user.test && !new_row_id_or_reply(req, &job->twin_id, &twin_created_at))
+        return STEP_DONE;
+    api_key_generate(&job->key, id, req->user.id, req->user.owner, test, in->name, created_at);
     /* the Idempotency-Key, when sent, is claimed in this same job (commit_response_then) */
     return commit_response_then(req, insert_key, job, key_stored, NULL);
 }

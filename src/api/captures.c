@@ -328,12 +328,13 @@ static bool reserved_hold(db_conn *db, hold_op *op)
 }
 
 /* 2. the processor's part (blocking). */
-static proc_result hold_at_processor(app *a, const hold_op *op)
+static proc_result hold_at_processor(const hold_op *op)
 {
+    processor *proc = request_processor(op->req); /* a test hold is the builtin processor's */
     if (op->change.captured > 0)
-        return processor_capture(a->processor, op->processor_key, op->charge_id,
-                                 op->change.captured, op->change.released);
-    return processor_release(a->processor, op->processor_key, op->charge_id, op->change.released);
+        return processor_capture(proc, op->processor_key, op->charge_id, op->change.captured,
+                                 op->change.released);
+    return processor_release(proc, op->processor_key, op->charge_id, op->change.released);
 }
 
 static void reply_in_doubt(request *req, const hold_op *op)
@@ -369,7 +370,7 @@ static step_result at_processor(request *req, void *arg)
     if (!req->may_block && req->runner)
         return request_blocking_then(req, at_processor, op);
     fault_point("before-capture");
-    op->processor = hold_at_processor(req->app, op);
+    op->processor = hold_at_processor(op);
     fault_point("after-capture");
     if (op->processor.status != PROC_APPROVED) {
         reply_in_doubt(req, op);
@@ -523,6 +524,7 @@ void cancels_recover(request *req)
 
 typedef struct due_hold {
     int64_t payment_id, user_id;
+    bool test; /* a test-mode payment: its hold is the builtin processor's (docs/modes.md) */
     char charge_id[64];
 } due_hold;
 
@@ -536,6 +538,7 @@ static bool expire_one(app *a, const due_hold *d, bool *expired)
     arena_init(&req->arena);
     req->app = a;
     req->user.id = (uint64_t)d->user_id;
+    req->user.test = d->test;
     snprintf(req->request_id, sizeof req->request_id, "expiry_%lld", (long long)d->payment_id);
     char key[48];
     snprintf(key, sizeof key, "expiry:%lld", (long long)d->payment_id);
@@ -564,7 +567,7 @@ static bool expire_one(app *a, const due_hold *d, bool *expired)
         request_free(req);
         return true;
     }
-    op.processor = hold_at_processor(a, &op);
+    op.processor = hold_at_processor(&op);
     if (op.processor.status == PROC_APPROVED) {
         *expired = store_run(a->store, confirm_hold, &op) == WRITE_OK;
     } else {
@@ -588,10 +591,12 @@ int captures_expire_due(app *a)
     int n = 0;
     /* the holds past their time, and those whose expiry is still pending at the processor */
     db_stmt *st = db_query(db,
-                           "SELECT id, user_id, processor_charge_id FROM payments "
-                           "WHERE status = 'requires_capture' AND capture_before < $1 "
-                           "UNION SELECT p.id, p.user_id, p.processor_charge_id FROM "
+                           "SELECT p.id, p.user_id, p.processor_charge_id, u.mode FROM payments p "
+                           "JOIN users u ON u.id = p.user_id "
+                           "WHERE p.status = 'requires_capture' AND p.capture_before < $1 "
+                           "UNION SELECT p.id, p.user_id, p.processor_charge_id, u.mode FROM "
                            "payment_captures c JOIN payments p ON p.id = c.payment_id "
+                           "JOIN users u ON u.id = p.user_id "
                            "WHERE c.kind = 'expiry' AND c.status = 'pending' LIMIT 100",
                            "i", now_us());
     while (n < 100 && db_step(st) == DB_ROW) {
@@ -599,6 +604,7 @@ int captures_expire_due(app *a)
         due[n].user_id = db_int(st, 1);
         snprintf(due[n].charge_id, sizeof due[n].charge_id, "%s",
                  db_text(st, 2) ? db_text(st, 2) : "");
+        due[n].test = db_text(st, 3) && !strcmp(db_text(st, 3), "test");
         n++;
     }
     db_done(st);

@@ -6,6 +6,7 @@
 #include "api/handlers.h"
 #include "core/currency.h"
 #include "core/timefmt.h"
+#include "processor/processor.h"
 
 void reply_invalid_param(request *req, payd_error err, const char *param, const char *detail)
 {
@@ -172,4 +173,20 @@ db_status sum_fits(db_conn *db, const store_add *add, int value, const char *che
     *fits = rc == DB_ROW && db_int(st, 0) == 1;
     db_done(st);
     return rc == DB_ROW ? DB_DONE : rc;
+}
+
+processor *request_processor(const request *req)
+{
+    return processor_of_mode(req->app, req->user.test);
+}
+
+bool source_of_mode_or_reply(request *req, const char *source)
+{
+    if (req->user.test || processor_is_builtin(req->app->processor) ||
+        req->app->cfg.live_test_tokens || !processor_test_token(source))
+        return true;
+    reply_invalid_param(req, ERR_INVALID_PARAMETER, "source",
+                        "a live key cannot pay with a test token: use a test key (sk_test_...) "
+                        "for test tokens, or a card token of the live processor");
+    return false;
 }

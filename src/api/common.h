@@ -16,6 +16,14 @@
 
 void reply_invalid_param(request *req, payd_error err, const char *param, const char *detail);
 
+/* The processor of the request's mode (docs/modes.md): the builtin simulator for a test key,
+ * --processor's for a live one. */
+struct processor *request_processor(const request *req);
+/* A live request may send a test token (processor_test_token) only to the builtin processor:
+ * otherwise 400 invalid_parameter (param "source") and false (docs/api.md, "Test mode and live
+ * mode"). */
+bool source_of_mode_or_reply(request *req, const char *source);
+
 /* Parses a path id with its prefix; a malformed id is simply a missing resource. */
 bool path_id_or_reply(request *req, int param, const char *prefix, uint64_t *out);
 

@@ -351,6 +351,8 @@ static bool read_payment_or_reply(request *req, payment *p)
                    .metadata = in->metadata,
                    .manual = in->capture_method && !strcmp(in->capture_method, "manual")};
     memcpy(p->currency, in->currency, sizeof p->currency);
+    if (!source_of_mode_or_reply(req, in->source))
+        return false;
     db_conn *db = reader_or_reply(req);
     if (!db)
         return false;
@@ -417,7 +419,7 @@ static void void_answered(proc_result r, db_failure failure, void *arg)
 static step_result void_hold(request *req, void *arg)
 {
     payment *p = arg;
-    p->voided = processor_release(req->app->processor, p->void_key, p->charge.id, p->amount);
+    p->voided = processor_release(request_processor(req), p->void_key, p->charge.id, p->amount);
     return void_answered_step(req, p);
 }
 
@@ -433,11 +435,11 @@ static step_result void_charge(request *req, payment *p)
         return void_hold(req, p);
     }
     if (req->runner) {
-        processor_refund_start(req->app->processor, p->void_key, p->charge.id, p->amount,
+        processor_refund_start(request_processor(req), p->void_key, p->charge.id, p->amount,
                                void_answered, p);
         return STEP_WAITING;
     }
-    p->voided = processor_refund(req->app->processor, p->void_key, p->charge.id, p->amount);
+    p->voided = processor_refund(request_processor(req), p->void_key, p->charge.id, p->amount);
     return void_answered_step(req, p);
 }
 
@@ -514,7 +516,7 @@ static void charge_answered(proc_result r, db_failure failure, void *arg)
 static step_result charge(request *req, void *arg)
 {
     payment *p = arg;
-    processor *proc = req->app->processor;
+    processor *proc = request_processor(req);
     if (p->manual) { /* §17: an authorization, on a thread that may block */
         if (!req->may_block && req->runner)
             return request_blocking_then(req, charge, p);
@@ -568,7 +570,7 @@ void payments_recover(request *req)
     db_conn *db = p.has_order ? reader_or_reply(req) : NULL;
     if (p.has_order && (!db || !order_payable_or_reply(req, db, &p)))
         return;
-    p.charge = processor_find_charge(req->app->processor, req->idem->processor_key);
+    p.charge = processor_find_charge(request_processor(req), req->idem->processor_key);
     if (p.charge.status == PROC_NOT_FOUND)
         reply_error(req, ERR_RESOURCE_MISSING, "nothing was charged; the key is released");
     else if (p.charge.status == PROC_UNAVAILABLE)

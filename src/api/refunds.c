@@ -208,7 +208,7 @@ static void processor_refunded(proc_result result, db_failure failure, void *arg
 static step_result refund_at_processor(request *req, void *arg)
 {
     refund *r = arg;
-    processor *proc = req->app->processor;
+    processor *proc = request_processor(req);
     if (req->runner) {
         processor_refund_start(proc, req->idem->processor_key, r->charge_id, r->amount,
                                processor_refunded, r);

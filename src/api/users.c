@@ -37,8 +37,8 @@ void users_me(request *req)
     db_conn *db = reader_or_reply(req);
     if (db)
         resource_answer_get(req, &user_resource,
-                            db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.id,
-                                     (int64_t)req->user.id));
+                            db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.owner,
+                                     (int64_t)req->user.owner));
 }
 
 /* PATCH /v1/users/me (§9) */
@@ -74,14 +74,14 @@ static int patch_user(db_conn *db, void *arg)
                 "email = COALESCE($3, email), version = version + $4, "
                 "updated_at = CASE WHEN $4 = 1 THEN $5 ELSE updated_at END "
                 "WHERE id = $1 AND (version = $6 OR $6 = 0)",
-                "issiii", (int64_t)req->user.id, p->name, p->email, bump, p->now, p->expected);
+                "issiii", (int64_t)req->user.owner, p->name, p->email, bump, p->now, p->expected);
     if (rc != DB_DONE)
         return rc;
     bool applied = db_changes(db) == 1;
-    return resource_versioned_reply(
-        req, &user_resource,
-        db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.id, (int64_t)req->user.id),
-        applied, p->expected, p->from_if_match);
+    return resource_versioned_reply(req, &user_resource,
+                                    db_query(db, user_resource.get_sql, "ii",
+                                             (int64_t)req->user.owner, (int64_t)req->user.owner),
+                                    applied, p->expected, p->from_if_match);
 }
 
 step_result users_update(request *req, void *prepared)

@@ -47,7 +47,8 @@ static atomic_bool stopping;
 static idem_recovery_hooks recovery_hooks; /* the thread's, from idem_recovery_start */
 
 typedef struct open_key {
-    int64_t user_id;
+    int64_t user_id, owner; /* owner: the live user, user_id's own id unless a test twin */
+    bool test;              /* the key is a test key's (docs/modes.md) */
     char *key, *fingerprint, *method, *path, *body;
 } open_key;
 
@@ -57,12 +58,14 @@ static void log_settled_key(request *req, const open_key *k)
 {
     char user[ID_STR_MAX], key_hash[65];
     bool recovered = req->route->recover && req->json;
-    id_format((uint64_t)k->user_id, "usr", user);
+    id_format((uint64_t)k->owner, "usr", user); /* the user, never its test twin */
     sha256_hex(k->key, strlen(k->key), key_hash);
     jsonw w;
     log_begin(&w, req->status >= 500 ? "warn" : "info", "recovered idempotency key");
     jw_key(&w, "user_id");
     jw_string(&w, user);
+    jw_key(&w, "livemode");
+    jw_bool(&w, !k->test);
     jw_key(&w, "key_sha256");
     jw_string(&w, key_hash);
     jw_key(&w, "route");
@@ -118,6 +121,8 @@ static bool recover_one(app *a, const idem_recovery_hooks *h, const open_key *k,
     req->method = arena_strdup(&req->arena, k->method);
     req->path = arena_strdup(&req->arena, k->path);
     req->user.id = (uint64_t)k->user_id;
+    req->user.owner = (uint64_t)k->owner;
+    req->user.test = k->test; /* so it resumes on the processor of its mode */
     req->authenticated = true;
     /* named by a prefix of the key's hash, never the key itself (the client's secret-ish
      * token): the same as log_settled_key's key_sha256, so the lines can be joined */
@@ -152,6 +157,7 @@ static bool recover_one(app *a, const idem_recovery_hooks *h, const open_key *k,
 
 typedef struct charge_void {
     int64_t user_id, generation, amount, account_id;
+    bool test; /* made by a test key: the builtin simulator's charge */
     char processor_key[65], idem_key[256], fingerprint[65], charge_id[64];
 } charge_void;
 
@@ -242,10 +248,11 @@ static bool settle_void(app *a, const charge_void *v, pass_budget *b)
         snprintf(void_key, sizeof void_key, "%s:void", v->processor_key);
         int64_t started_ns = monotonic_ns();
         /* a hold (docs/api.md §17) is released, never refunded: nothing of it was taken */
-        proc_hold hold = processor_hold(a->processor, v->charge_id);
+        processor *proc = processor_of_mode(a, v->test);
+        proc_hold hold = processor_hold(proc, v->charge_id);
         proc_result r = hold.status == PROC_APPROVED && hold.authorized
-                            ? processor_release(a->processor, void_key, v->charge_id, v->amount)
-                            : processor_refund(a->processor, void_key, v->charge_id, v->amount);
+                            ? processor_release(proc, void_key, v->charge_id, v->amount)
+                            : processor_refund(proc, void_key, v->charge_id, v->amount);
         if (r.status != PROC_APPROVED) {
             jsonw w;
             log_begin(&w, "warn", "void not confirmed; retried next pass");
@@ -293,13 +300,15 @@ static void void_pass(app *a, pass_budget *b)
     int n = 0;
     db_stmt *st = db_query(db,
                            "SELECT processor_key, user_id, idem_key, fingerprint, generation, "
-                           "charge_id, amount, account_id FROM charge_voids "
+                           "charge_id, amount, account_id, (SELECT mode FROM users u "
+                           "WHERE u.id = charge_voids.user_id) FROM charge_voids "
                            "ORDER BY created_at LIMIT 100",
                            "");
     while (n < RECOVER_PER_PASS && db_step(st) == DB_ROW) {
         charge_void *v = &voids[n++];
         snprintf(v->processor_key, sizeof v->processor_key, "%s", db_text(st, 0));
         v->user_id = db_int(st, 1);
+        v->test = db_text(st, 8) && !strcmp(db_text(st, 8), "test");
         snprintf(v->idem_key, sizeof v->idem_key, "%s", db_text(st, 2));
         snprintf(v->fingerprint, sizeof v->fingerprint, "%s", db_text(st, 3));
         v->generation = db_int(st, 4);
@@ -327,12 +336,16 @@ static void recover_open_keys(app *a, const idem_recovery_hooks *h, int64_t now)
     open_key keys[RECOVER_PER_PASS];
     int n = 0;
     db_stmt *st = db_query(db,
-                           "SELECT user_id, idem_key, fingerprint, method, path, request_body "
-                           "FROM idempotency_keys WHERE state IN ('started', 'in_doubt') "
-                           "AND locked_at < $1 LIMIT 100",
+                           "SELECT k.user_id, k.idem_key, k.fingerprint, k.method, k.path, "
+                           "k.request_body, u.mode, COALESCE(u.live_user_id, u.id) "
+                           "FROM idempotency_keys k LEFT JOIN users u ON u.id = k.user_id "
+                           "WHERE k.state IN ('started', 'in_doubt') "
+                           "AND k.locked_at < $1 LIMIT 100",
                            "i", now - a->cfg.idempotency_lock_timeout_ms * 1000);
     while (n < RECOVER_PER_PASS && db_step(st) == DB_ROW) {
         keys[n].user_id = db_int(st, 0);
+        keys[n].test = db_text(st, 6) && !strcmp(db_text(st, 6), "test");
+        keys[n].owner = db_is_null(st, 7) ? keys[n].user_id : db_int(st, 7);
         keys[n].key = strdup(db_text(st, 1));
         keys[n].fingerprint = strdup(db_text(st, 2));
         keys[n].method = strdup(db_text(st, 3));

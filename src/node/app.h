@@ -25,6 +25,8 @@ typedef struct app {
     struct node_lease *lease; /* this node's id; not held while the database was away at start */
     void *processor; /* processor/'s handle (processor *, processor/processor.h), set at start-up
                       * by main.c: processor/ sits above node/, so node/ holds it untyped */
+    void *test_processor; /* test mode's (docs/modes.md): always the builtin simulator; the same
+                           * handle as processor when that is the builtin one */
     struct auth_cache *auth;
     gcra_table *limiter;
     struct rate_store *rate_store; /* NULL: rate limits are this node's own */

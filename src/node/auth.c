@@ -45,13 +45,15 @@ void auth_cache_clear(auth_cache *c)
     pthread_mutex_unlock(&c->lock);
 }
 
-void auth_new_key(char key[API_KEY_MAX], char hash_hex[65])
+void auth_new_key(bool test, char key[API_KEY_MAX], char hash_hex[65])
 {
     uint8_t secret[32];
     if (RAND_bytes(secret, sizeof secret) != 1)
         abort(); /* no entropy, no keys */
-    memcpy(key, "sk_", 3);
-    base64url_encode(secret, sizeof secret, key + 3, API_KEY_MAX - 3);
+    const char *prefix = test ? "sk_test_" : "sk_live_";
+    size_t n = strlen(prefix);
+    memcpy(key, prefix, n);
+    base64url_encode(secret, sizeof secret, key + n, API_KEY_MAX - n);
     sha256_hex(key, strlen(key), hash_hex);
 }
 
@@ -89,13 +91,17 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
         return false;
     /* Only active keys of enabled users: a revoked key, or any key of a user `payd user
      * disable` turned off, fails here, so on every node it fails once its cache entry has
-     * expired (within --auth-cache-ttl). */
-    db_stmt *st =
-        db_query(db,
-                 "SELECT k.user_id, k.key_hash, u.rate_limit, k.id FROM api_keys k "
-                 "JOIN users u ON u.id = k.user_id "
-                 "WHERE k.key_hash = $1 AND k.status = 'active' AND u.disabled_at IS NULL",
-                 "s", hash);
+     * expired (within --auth-cache-ttl). A test key belongs to the user's test twin
+     * (docs/modes.md): the request sees the twin's rows, under the live user's limit, and is
+     * refused when the live user is disabled. */
+    db_stmt *st = db_query(db,
+                           "SELECT k.user_id, k.key_hash, COALESCE(o.rate_limit, u.rate_limit), "
+                           "k.id, u.mode, COALESCE(u.live_user_id, u.id) FROM api_keys k "
+                           "JOIN users u ON u.id = k.user_id "
+                           "LEFT JOIN users o ON o.id = u.live_user_id "
+                           "WHERE k.key_hash = $1 AND k.status = 'active' "
+                           "AND u.disabled_at IS NULL AND o.disabled_at IS NULL",
+                           "s", hash);
     bool found = false;
     db_status rc = db_step(st);
     if (rc != DB_ROW && rc != DB_DONE)
@@ -104,6 +110,8 @@ bool auth_verify(app *a, const char *api_key, user_info *out)
         memset(out, 0, sizeof *out);
         out->id = (uint64_t)db_int(st, 0);
         out->key_id = (uint64_t)db_int(st, 3);
+        out->test = db_text(st, 4) && !strcmp(db_text(st, 4), "test");
+        out->owner = (uint64_t)db_int(st, 5);
         rate_spec rate;
         if (db_text(st, 2) && parse_rate(db_text(st, 2), &rate) == 0) {
             out->rate_count = rate.count;

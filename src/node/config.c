@@ -37,6 +37,9 @@ static const config_option options[] = {
      "live node is refused)"},
     {"processor", OPT_STRING, FIELD(processor), "builtin", 0, 0,
      "card processor: builtin (the simulator) or http://HOST:PORT"},
+    {"live-test-tokens", OPT_BOOL, FIELD(live_test_tokens), "false", 0, 0,
+     "true lets a live key send the simulator's test tokens (tok_visa, ...) to an http "
+     "processor, for one that is `payd processor-sim`"},
     {"rate-limiting", OPT_BOOL, FIELD(rate_limiting), "true", 0, 0,
      "false turns the per-user limiter off (for benchmarks that measure its cost)"},
     {"rate-limit", OPT_RATE, FIELD(rate_limit), "100/s", 0, 0,

@@ -14,6 +14,7 @@ typedef struct payd_config {
     int64_t node_id; /* -1: auto (leased) */
     char processor[256];
     bool rate_limiting;
+    bool live_test_tokens; /* a live key may send test tokens to an http processor */
     rate_spec rate_limit;
     int64_t rate_burst;
     int64_t idempotency_ttl_ms;

@@ -40,6 +40,31 @@ void processor_free(processor *p)
     free(p);
 }
 
+bool processor_is_builtin(const processor *p)
+{
+    return p->remote == NULL;
+}
+
+processor *processor_of_mode(app *a, bool test)
+{
+    return test && a->test_processor ? a->test_processor : a->processor;
+}
+
+bool processor_test_token(const char *source)
+{
+    static const char *const tokens[] = {"tok_visa",
+                                         "tok_mastercard",
+                                         "tok_chargeDeclined",
+                                         "tok_insufficientFunds",
+                                         "tok_lostResponse",
+                                         "tok_processorDown",
+                                         "tok_slow"};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        if (!strcmp(source, tokens[i]))
+            return true;
+    return false;
+}
+
 static const char *outcome_name(proc_status s)
 {
     static const char *names[] = {"approved", "declined", "unavailable", "not_found"};

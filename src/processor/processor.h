@@ -4,6 +4,7 @@
  * processor key derived from the Idempotency-Key's record, and the processor deduplicates on it,
  * so calling again after a lost answer moves money at most once. Calls block (they run on
  * worker threads, never on HTTP threads), except a charge started with processor_charge_start. */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "node/app.h"
@@ -27,6 +28,15 @@ typedef struct processor processor;
 /* spec: "builtin" (the simulator, on the server's own store) or "http://HOST:PORT". */
 processor *processor_create(app *a, const char *spec, char *err, size_t errlen);
 void processor_free(processor *p);
+/* Whether p is the builtin simulator. */
+bool processor_is_builtin(const processor *p);
+/* The processor of a mode (docs/modes.md): test mode's is always the builtin simulator, live
+ * mode's the one --processor names. */
+processor *processor_of_mode(app *a, bool test);
+/* Whether source is one of the builtin simulator's test tokens (docs/api.md, "Simulated
+ * processor": tok_visa, tok_chargeDeclined, ...), which a live request may send only to the
+ * builtin processor. */
+bool processor_test_token(const char *source);
 
 proc_result processor_charge(processor *p, const char *processor_key, int64_t amount,
                              const char *currency, const char *source);

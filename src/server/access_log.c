@@ -85,6 +85,11 @@ static void format_line(jsonw *w, const access_record *r)
     } else {
         jw_null(w);
     }
+    jw_key(w, "livemode");
+    if (r->livemode >= 0)
+        jw_bool(w, r->livemode == 1);
+    else
+        jw_null(w);
     jw_key(w, "code");
     jw_string(w, r->code);
     jw_key(w, "client_ip");

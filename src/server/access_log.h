@@ -12,7 +12,8 @@ typedef struct access_record {
     int64_t at_us; /* when the request ended, wall clock */
     int64_t duration_us;
     int status;       /* 0: the client left before any answer was sent */
-    uint64_t user_id; /* 0: not authenticated */
+    uint64_t user_id; /* 0: not authenticated; the live user for a test key too */
+    int livemode;     /* the key's mode (docs/modes.md): 1 live, 0 test, -1 not authenticated */
     /* "new", "replayed", "in_flight" or "reused"; NULL: no Idempotency-Key was used. A string
      * that lives forever, like route and code. */
     const char *idempotency;

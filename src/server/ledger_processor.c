@@ -151,15 +151,18 @@ static int check_charge(CURL *curl, const char *url, db_stmt *st, jsonw *w, int6
 #define CONFIRMED  "AND c.status = 'succeeded'"
 #define IS_CAPTURE "CASE WHEN c.amount > 0 THEN 1 ELSE 0 END"
 #define IS_RELEASE "CASE WHEN c.amount = 0 THEN 1 ELSE 0 END"
+#define HOLD_SUMS                                                                                  \
+    HOLD_SUM("c.amount", CONFIRMED)                                                                \
+    HOLD_SUM("c.amount", "")                                                                       \
+    HOLD_SUM("c.released", CONFIRMED) HOLD_SUM("c.released", "") HOLD_SUM(IS_CAPTURE, CONFIRMED)   \
+        HOLD_SUM(IS_CAPTURE, "") HOLD_SUM(IS_RELEASE, CONFIRMED) HOLD_SUM(IS_RELEASE, "")
+/* live mode's payments only: test mode's charges are the builtin simulator's (docs/modes.md) */
 static const char CHARGED_PAYMENTS_SQL[] =
     "SELECT p.id, p.processor_charge_id, COALESCE(SUM(CASE WHEN r.status = 'succeeded' THEN "
-    "r.amount ELSE 0 END), 0), COALESCE(SUM(r.amount), 0), p.capture_method" HOLD_SUM("c.amount",
-                                                                                      CONFIRMED)
-        HOLD_SUM("c.amount", "") HOLD_SUM("c.released", CONFIRMED) HOLD_SUM("c.released", "")
-            HOLD_SUM(IS_CAPTURE, CONFIRMED) HOLD_SUM(IS_CAPTURE, "") HOLD_SUM(IS_RELEASE, CONFIRMED)
-                HOLD_SUM(IS_RELEASE, "") " FROM payments p LEFT JOIN refunds r ON r.payment_id = "
-                                         "p.id WHERE p.status <> 'failed' "
-                                         "GROUP BY p.id, p.processor_charge_id, p.capture_method";
+    "r.amount ELSE 0 END), 0), COALESCE(SUM(r.amount), 0), p.capture_method" HOLD_SUMS
+    " FROM payments p JOIN users u ON u.id = p.user_id AND u.mode = 'live' "
+    "LEFT JOIN refunds r ON r.payment_id = p.id WHERE p.status <> 'failed' "
+    "GROUP BY p.id, p.processor_charge_id, p.capture_method";
 
 int ledger_processor_check(db_conn *db, const char *url, jsonw *w, int64_t *found)
 {

@@ -27,6 +27,9 @@ typedef struct check {
     const char *name[CHECK_COLUMNS];
     const char *prefix[CHECK_COLUMNS]; /* an id's prefix, NUMBER or TEXT */
     bool builtin_processor;            /* only when the processor's records are in this db */
+    /* with an external processor, the builtin simulator holds test mode's records only
+     * (docs/modes.md): what such a check runs instead (NULL: nothing) */
+    const char *test_mode_sql;
     bool in_flight_exempt; /* a row whose processor key (the column after the shown ones) is
                             * still in flight is counted, not reported */
 } check;
@@ -36,6 +39,47 @@ typedef struct check {
 #define CAPTURED   "p.amount_captured"
 #define RELEASED   "p.amount_released"
 #define CAPTURABLE "p.amount_capturable"
+
+/* The builtin processor's books: a charge it made that no payment records and no void returned,
+ * a refund it made that no refund of payd's carries, a hold no payment carries and no void
+ * released, and a capture or release no payment_captures row of payd's carries (a void's
+ * release apart). */
+#define PROCESSOR_RECORD_WITHOUT_ENTRY                                                             \
+    "SELECT c.charge_id, 'charge', c.amount, c.processor_key FROM processor_charges c "            \
+    "LEFT JOIN payments p ON p.processor_charge_id = c.charge_id LEFT JOIN "                       \
+    "processor_refunds v ON v.charge_id = c.charge_id AND v.processor_key LIKE '%:void' "          \
+    "WHERE c.status = 'succeeded' AND p.id IS NULL AND v.refund_id IS NULL "                       \
+    "UNION ALL SELECT pr.refund_id, 'refund', pr.amount, pr.processor_key FROM "                   \
+    "processor_refunds pr LEFT JOIN refunds r ON r.processor_key = pr.processor_key "              \
+    "WHERE pr.processor_key NOT LIKE '%:void' AND r.id IS NULL "                                   \
+    "UNION ALL SELECT c.charge_id, 'authorization', c.amount, c.processor_key FROM "               \
+    "processor_charges c LEFT JOIN payments p ON p.processor_charge_id = c.charge_id "             \
+    "LEFT JOIN processor_captures v ON v.charge_id = c.charge_id AND v.processor_key "             \
+    "LIKE '%:void' WHERE c.status = 'authorized' AND p.id IS NULL AND "                            \
+    "v.capture_id IS NULL "                                                                        \
+    "UNION ALL SELECT k.capture_id, CASE WHEN k.amount > 0 THEN 'capture' ELSE "                   \
+    "'release' END, k.amount + k.released, k.processor_key FROM processor_captures k "             \
+    "LEFT JOIN payment_captures c ON c.processor_key = k.processor_key WHERE "                     \
+    "k.processor_key NOT LIKE '%:void' AND (c.id IS NULL OR c.amount <> k.amount OR "              \
+    "c.released <> k.released)"
+/* An entry whose charge, refund, hold, capture or release the builtin processor does not hold;
+ * the joins narrow the payments and refunds looked at (to test mode's). */
+#define ENTRY_WITHOUT_PROCESSOR_RECORD(payments_join, refunds_join)                                \
+    "SELECT e.id, e.type, p.id, 'pay' FROM journal_entries e JOIN payments p "                     \
+    "ON p.id = e.source_id " payments_join "LEFT JOIN processor_charges c ON c.charge_id = "       \
+    "p.processor_charge_id AND c.status = 'succeeded' WHERE e.type = 'charge' AND "                \
+    "c.charge_id IS NULL "                                                                         \
+    "UNION ALL SELECT e.id, e.type, r.id, 're' FROM journal_entries e JOIN refunds r "             \
+    "ON r.id = e.source_id " refunds_join "LEFT JOIN processor_refunds pr ON pr.processor_key = "  \
+    "r.processor_key WHERE e.type = 'refund' AND r.status <> 'pending' AND "                       \
+    "pr.refund_id IS NULL "                                                                        \
+    "UNION ALL SELECT e.id, e.type, p.id, 'pay' FROM journal_entries e JOIN payments p "           \
+    "ON p.id = e.source_id " payments_join "LEFT JOIN processor_charges c ON c.charge_id = "       \
+    "p.processor_charge_id AND c.status = 'authorized' WHERE e.type = 'authorization' "            \
+    "AND c.charge_id IS NULL "                                                                     \
+    "UNION ALL SELECT c.id, c.kind, c.payment_id, 'pay' FROM payment_captures c JOIN payments p "  \
+    "ON p.id = c.payment_id " payments_join "LEFT JOIN processor_captures k ON "                   \
+    "k.processor_key = c.processor_key WHERE c.status = 'succeeded' AND k.capture_id IS NULL"
 
 /* An entry's source, as its type names it. */
 #define SOURCE_PREFIX_SQL                                                                          \
@@ -122,50 +166,20 @@ static const check checks[] = {
     /* the builtin processor's books: a charge it made that no payment records and no void
      * returned, a refund it made that no refund of payd's carries */
     {.kind = "processor_record_without_entry",
-     .sql = "SELECT c.charge_id, 'charge', c.amount, c.processor_key FROM processor_charges c "
-            "LEFT JOIN payments p ON p.processor_charge_id = c.charge_id LEFT JOIN "
-            "processor_refunds v ON v.charge_id = c.charge_id AND v.processor_key LIKE '%:void' "
-            "WHERE c.status = 'succeeded' AND p.id IS NULL AND v.refund_id IS NULL "
-            "UNION ALL SELECT pr.refund_id, 'refund', pr.amount, pr.processor_key FROM "
-            "processor_refunds pr LEFT JOIN refunds r ON r.processor_key = pr.processor_key "
-            "WHERE pr.processor_key NOT LIKE '%:void' AND r.id IS NULL "
-            /* §17: a hold no payment carries and no void released, and a capture or release
-             * no payment_captures row of payd's carries (a void's release apart) */
-            "UNION ALL SELECT c.charge_id, 'authorization', c.amount, c.processor_key FROM "
-            "processor_charges c LEFT JOIN payments p ON p.processor_charge_id = c.charge_id "
-            "LEFT JOIN processor_captures v ON v.charge_id = c.charge_id AND v.processor_key "
-            "LIKE '%:void' WHERE c.status = 'authorized' AND p.id IS NULL AND "
-            "v.capture_id IS NULL "
-            "UNION ALL SELECT k.capture_id, CASE WHEN k.amount > 0 THEN 'capture' ELSE "
-            "'release' END, k.amount + k.released, k.processor_key FROM processor_captures k "
-            "LEFT JOIN payment_captures c ON c.processor_key = k.processor_key WHERE "
-            "k.processor_key NOT LIKE '%:void' AND (c.id IS NULL OR c.amount <> k.amount OR "
-            "c.released <> k.released)",
+     .sql = PROCESSOR_RECORD_WITHOUT_ENTRY,
      .count = 3,
      .name = {"record", "type", "amount"},
      .prefix = {TEXT, TEXT, NUMBER},
      .builtin_processor = true,
+     .test_mode_sql = PROCESSOR_RECORD_WITHOUT_ENTRY,
      .in_flight_exempt = true},
     /* an entry whose charge or refund the processor does not hold (a refund still in doubt,
      * status pending, may not have reached it yet: it is counted in the summary instead) */
     {.kind = "entry_without_processor_record",
-     .sql = "SELECT e.id, e.type, p.id, 'pay' FROM journal_entries e JOIN payments p "
-            "ON p.id = e.source_id LEFT JOIN processor_charges c ON c.charge_id = "
-            "p.processor_charge_id AND c.status = 'succeeded' WHERE e.type = 'charge' AND "
-            "c.charge_id IS NULL "
-            "UNION ALL SELECT e.id, e.type, r.id, 're' FROM journal_entries e JOIN refunds r "
-            "ON r.id = e.source_id LEFT JOIN processor_refunds pr ON pr.processor_key = "
-            "r.processor_key WHERE e.type = 'refund' AND r.status <> 'pending' AND "
-            "pr.refund_id IS NULL "
-            /* §17: a hold the processor does not hold, a confirmed capture or release it has
-             * no record of */
-            "UNION ALL SELECT e.id, e.type, p.id, 'pay' FROM journal_entries e JOIN payments p "
-            "ON p.id = e.source_id LEFT JOIN processor_charges c ON c.charge_id = "
-            "p.processor_charge_id AND c.status = 'authorized' WHERE e.type = 'authorization' "
-            "AND c.charge_id IS NULL "
-            "UNION ALL SELECT c.id, c.kind, c.payment_id, 'pay' FROM payment_captures c LEFT "
-            "JOIN processor_captures k ON k.processor_key = c.processor_key WHERE c.status = "
-            "'succeeded' AND k.capture_id IS NULL",
+     .sql = ENTRY_WITHOUT_PROCESSOR_RECORD("", ""),
+     .test_mode_sql =
+         ENTRY_WITHOUT_PROCESSOR_RECORD("JOIN users u ON u.id = p.user_id AND u.mode = 'test' ",
+                                        "JOIN users u ON u.id = r.user_id AND u.mode = 'test' "),
      .count = 3,
      .name = {"entry_id", "type", "source"},
      .prefix = {"je", TEXT, TEXT},
@@ -265,10 +279,10 @@ static bool in_flight(const key_set *set, const char *key)
 }
 
 /* Runs one check, appending its violations to w (an open array). -1 on a database error. */
-static int run_check(db_conn *db, const check *c, const key_set *flying, jsonw *w, int64_t *found,
-                     int64_t *exempt)
+static int run_check(db_conn *db, const check *c, const char *sql, const key_set *flying, jsonw *w,
+                     int64_t *found, int64_t *exempt)
 {
-    db_stmt *st = db_query(db, c->sql, "");
+    db_stmt *st = db_query(db, sql, "");
     db_status rc;
     while ((rc = db_step(st)) == DB_ROW) {
         if (c->in_flight_exempt && in_flight(flying, db_text(st, c->count))) {
@@ -356,9 +370,16 @@ static int64_t verify(db_conn *db, const char *processor, jsonw *w)
     key_set flying = {0};
     read_in_flight(db, &flying);
     int64_t exempt = 0;
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0] && rc == 0; i++)
-        if (!checks[i].builtin_processor || builtin)
-            rc = run_check(db, &checks[i], &flying, w, &found, &exempt);
+    bool external = !builtin && strcmp(processor, "none") != 0;
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0] && rc == 0; i++) {
+        const check *c = &checks[i];
+        const char *sql = !c->builtin_processor ? c->sql
+                          : builtin             ? c->sql
+                          : external            ? c->test_mode_sql
+                                                : NULL;
+        if (sql)
+            rc = run_check(db, c, sql, &flying, w, &found, &exempt);
+    }
     free(flying.keys);
     if (rc == 0 && !builtin && strcmp(processor, "none") != 0)
         rc = ledger_processor_check(db, processor, w, &found);

@@ -12,6 +12,7 @@
 #include "core/holder_count.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
+#include "core/livemode.h"
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "http/server.h"
@@ -146,7 +147,8 @@ static void access_log(request *req, int64_t duration_us)
         .at_us = now_us(),
         .duration_us = duration_us,
         .status = req->status,
-        .user_id = req->authenticated ? req->user.id : 0,
+        .user_id = req->authenticated ? req->user.owner : 0,
+        .livemode = req->authenticated ? !req->user.test : -1,
         .idempotency = idempotency_outcome(req),
         .route = req->route ? req->route->name : "unmatched",
         .request_id = req->request_id,
@@ -252,11 +254,29 @@ void run_step(request *req, route_handler step)
     log_set_request_id(NULL);
 }
 
+/* An authenticated request's JSON answer says the mode of every object in it (docs/modes.md):
+ * all of them are of its key's mode. Stored answers (Idempotency-Key replays, events' data) are
+ * kept unmarked and marked here on their way out, so the mark is never doubled. */
+static void mark_livemode(request *req)
+{
+    const char *type = response_header(req, "Content-Type");
+    if (!req->authenticated || !req->resp_len || (type && !strstr(type, "json")))
+        return;
+    size_t len;
+    char *marked = json_mark_livemode(req->resp_body, req->resp_len, !req->user.test, &len);
+    if (!marked)
+        return;
+    free(req->resp_body);
+    req->resp_body = marked;
+    req->resp_len = len;
+}
+
 /* The request's answer, handed to the HTTP layer: sent when its exchange is next served. */
 static void answer(request *req)
 {
     if (!req->status)
         reply_error(req, ERR_INTERNAL, "the handler gave no answer");
+    mark_livemode(req);
     _Static_assert(MAX_RESP_HEADERS + 2 <= HTTP_MAX_ANSWER_HEADERS, "the HTTP layer keeps them");
     http_header headers[MAX_RESP_HEADERS + 2];
     size_t n = 0;

@@ -9,10 +9,13 @@
 #include "core/timefmt.h"
 #include "store/store.h"
 
-/* What `user list` shows of a user: never a key, a key's hash or its prefix. */
+/* What `user list` shows of a user: never a key, a key's hash or its prefix. A user's test twin
+ * (docs/modes.md) is no user of its own: its keys count as the user's, and it is never listed,
+ * disabled or enabled by itself (disabling the user turns its test keys off too, node/auth.c). */
 #define USER_COLUMNS                                                                               \
     "u.id, u.name, u.email, u.created_at, u.disabled_at, "                                         \
-    "(SELECT COUNT(*) FROM api_keys k WHERE k.user_id = u.id AND k.status = 'active')"
+    "(SELECT COUNT(*) FROM api_keys k WHERE COALESCE(k.owner_id, k.user_id) = u.id "               \
+    "AND k.status = 'active')"
 
 static const char *arg_value(int argc, char **argv, const char *name)
 {
@@ -109,8 +112,10 @@ static int user_list(int argc, char **argv)
     if (!db) {
         fprintf(stderr, "payd: the database is unavailable\n");
     } else {
-        db_stmt *st =
-            db_query(db, "SELECT " USER_COLUMNS " FROM users u ORDER BY u.created_at, u.id", "");
+        db_stmt *st = db_query(db,
+                               "SELECT " USER_COLUMNS " FROM users u WHERE u.mode = 'live' "
+                               "ORDER BY u.created_at, u.id",
+                               "");
         if (table)
             printf("%-19s%-22s%-30s%-26s%-10s%s\n", "ID", "NAME", "EMAIL", "CREATED", "DISABLED",
                    "ACTIVE KEYS");
@@ -137,13 +142,14 @@ typedef struct disable_job {
 static int set_disabled(db_conn *db, void *arg)
 {
     disable_job *job = arg;
-    db_status rc = job->disable
-                       ? db_exec(db,
-                                 "UPDATE users SET disabled_at = COALESCE(disabled_at, $2) "
-                                 "WHERE id = $1",
-                                 "ii", (int64_t)job->user, job->now)
-                       : db_exec(db, "UPDATE users SET disabled_at = NULL WHERE id = $1", "i",
-                                 (int64_t)job->user);
+    db_status rc =
+        job->disable
+            ? db_exec(db,
+                      "UPDATE users SET disabled_at = COALESCE(disabled_at, $2) "
+                      "WHERE id = $1 AND mode = 'live'",
+                      "ii", (int64_t)job->user, job->now)
+            : db_exec(db, "UPDATE users SET disabled_at = NULL WHERE id = $1 AND mode = 'live'",
+                      "i", (int64_t)job->user);
     if (rc != DB_DONE)
         return -1;
     job->found = db_changes(db) > 0;

@@ -288,6 +288,16 @@ static const char *const migrations[] = {
     "  processor_key TEXT PRIMARY KEY, capture_id TEXT NOT NULL, charge_id TEXT NOT NULL,"
     "  amount BIGINT NOT NULL, released BIGINT NOT NULL, created_at BIGINT NOT NULL);"
     "CREATE INDEX processor_captures_charge ON processor_captures (charge_id);",
+    /* 16: test mode and live mode (docs/modes.md). A user's test mode is a second users row, its
+     * test twin (mode 'test', live_user_id naming the live user; at most one per user), so every
+     * row a test key makes is scoped by the twin's id exactly as a live key's rows are by the
+     * user's. Existing users, and their keys, are live. A key shows its mode, and the user it
+     * belongs to (owner_id: the live user, for a test key; NULL: user_id itself). */
+    "ALTER TABLE users ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';"
+    "ALTER TABLE users ADD COLUMN live_user_id BIGINT;"
+    "CREATE UNIQUE INDEX users_test_twin ON users (live_user_id);"
+    "ALTER TABLE api_keys ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';"
+    "ALTER TABLE api_keys ADD COLUMN owner_id BIGINT;",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])

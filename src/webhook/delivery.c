@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/livemode.h"
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "store/store.h"
@@ -168,6 +169,7 @@ typedef struct claimed {
     int attempts;
     char *url, *secret, *type, *data;
     int64_t event_created;
+    bool live;             /* the event owner's mode (docs/modes.md) */
     char *previous_secret; /* a rotation's previous secret, signing too until previous_until */
     int64_t previous_until;
 } claimed;
@@ -254,12 +256,15 @@ static int claim_due(db_conn *db, void *arg)
             c->previous_until = db_is_null(st, 3) ? 0 : db_int(st, 3);
         }
         db_done(st);
-        st = db_query(db, "SELECT type, data, created_at FROM events WHERE id = $1", "i",
-                      (int64_t)c->event_id);
+        st = db_query(db,
+                      "SELECT e.type, e.data, e.created_at, u.mode FROM events e "
+                      "LEFT JOIN users u ON u.id = e.user_id WHERE e.id = $1",
+                      "i", (int64_t)c->event_id);
         if (db_step(st) == DB_ROW) {
             c->type = dup_text(db_text(st, 0));
             c->data = dup_text(db_text(st, 1));
             c->event_created = db_int(st, 2);
+            c->live = !db_text(st, 3) || strcmp(db_text(st, 3), "test") != 0;
         }
         db_done(st);
     }
@@ -358,6 +363,13 @@ static void start_attempt(const claimed *c, uint64_t lease_id)
     event_document_write(&w, c->event_id, c->type, c->data, c->event_created);
     size_t body_len;
     t->body = jw_take(&w, &body_len);
+    size_t marked_len; /* every object in it is of the event owner's mode */
+    char *marked = json_mark_livemode(t->body, body_len, c->live, &marked_len);
+    if (marked) {
+        free(t->body);
+        t->body = marked;
+        body_len = marked_len;
+    }
     int64_t now = now_us(); /* a rotation's previous secret signs too until it expires */
     t->headers =
         webhook_delivery_headers(c->secret, c->previous_until > now ? c->previous_secret : NULL,

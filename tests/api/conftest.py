@@ -171,7 +171,9 @@ class Payd:
         if email:
             args += ["--email", email]
         data = json.loads(self.cli(*args).stdout)
-        return User(self, data["user_id"], data["api_key"])
+        user = User(self, data["user_id"], data["api_key"])
+        user.test_key = data["test_api_key"]  # the same user's test mode (docs/modes.md)
+        return user
 
     def request(self, method, path, key=None, body=None, headers=None, raw_body=None, timeout=30):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -196,6 +198,12 @@ class User:
         self.server = server
         self.id = user_id
         self.key = api_key
+        self.test_key = None
+
+    def in_test_mode(self):
+        """The same user through its test key (docs/modes.md)."""
+        assert self.test_key, "made without a test key"
+        return User(self.server, self.id, self.test_key)
 
     def request(self, method, path, body=None, headers=None, **kw):
         return self.server.request(method, path, key=self.key, body=body, headers=headers, **kw)

@@ -35,15 +35,16 @@ def test_create_shows_the_key_once_and_lists_prefixes_only(server):
 
     made = new_key(u, "ci")
     assert made["object"] == "api_key" and made["id"].startswith("key_") and made["name"] == "ci"
-    assert made["api_key"].startswith("sk_") and made["api_key"].startswith(made["prefix"])
-    assert len(made["prefix"]) == 11 and made["status"] == "active" and made["user_id"] == u.id
+    assert made["api_key"].startswith("sk_live_") and made["api_key"].startswith(made["prefix"])
+    assert len(made["prefix"]) == 16 and made["status"] == "active" and made["user_id"] == u.id
+    assert made["mode"] == "live" and made["livemode"] is True
 
     listed = keys_of(u)
     assert {k["id"] for k in listed} == {first[0]["id"], made["id"]}
     for k in listed:
         assert "api_key" not in k and "key_hash" not in k
-        assert set(k) == {"id", "object", "user_id", "name", "prefix", "status", "created_at",
-                          "revoked_at"}
+        assert set(k) == {"id", "object", "livemode", "user_id", "name", "prefix", "status",
+                          "mode", "created_at", "revoked_at"}
     assert made["api_key"] not in json.dumps(listed)
 
     # The new key works at once; the database holds its SHA-256, never the key.
@@ -118,7 +119,9 @@ def test_command_line_keys(fresh_server):
     assert set(made) >= {"key_id", "api_key"} and made["api_key"].startswith("sk_")
     second = User(s, u.id, made["api_key"])
     listed = [json.loads(line) for line in s.cli("key", "list", "--user", u.id).stdout.split()]
-    assert [k["status"] for k in listed] == ["active", "active"]
+    # the live and test keys `user create` made, and this one (live unless --mode test)
+    assert [k["status"] for k in listed] == ["active", "active", "active"]
+    assert [k["mode"] for k in listed] == ["live", "test", "live"]
     assert made["key_id"] in {k["id"] for k in listed}
     assert made["api_key"] not in s.cli("key", "list", "--user", u.id).stdout
 
@@ -143,7 +146,10 @@ def test_migration_moves_existing_keys(tmp_path):
     s.cli("migrate")
     key = "sk_" + "legacy" + os.urandom(8).hex()
     digest = hashlib.sha256(key.encode()).hexdigest()
-    downgrade = ["DROP TABLE api_keys", "DELETE FROM schema_migrations WHERE version = 3",
+    # before api_keys, and so before modes (schema 16) too
+    downgrade = ["DROP TABLE api_keys", "DROP INDEX users_test_twin",
+                 "ALTER TABLE users DROP COLUMN live_user_id", "ALTER TABLE users DROP COLUMN mode",
+                 "DELETE FROM schema_migrations WHERE version IN (3, 16)",
                  "INSERT INTO users (id, name, api_key_hash, version, created_at, updated_at) "
                  f"VALUES (4242, 'old', '{digest}', 1, 1, 1)"]
     if s.pg_database:

@@ -361,7 +361,7 @@ def test_processor_failure_is_logged_with_the_request_id(server, alice):
 
 def test_http_processor_down_is_logged_with_the_request_id(fresh_server):
     dead = free_port()
-    s = fresh_server(["--processor", f"http://127.0.0.1:{dead}", "--processor-timeout", "500ms"])
+    s = fresh_server(["--live-test-tokens", "true", "--processor", f"http://127.0.0.1:{dead}", "--processor-timeout", "500ms"])
     user = s.create_user()
     acct = user.create_account()
     r = user.pay(acct)

@@ -47,8 +47,8 @@ def book_mismatches(server):
 
 def test_charge_refund_transfer_post_balanced_entries(server, alice):
     a, b = alice.create_account(), alice.create_account()
-    assert balance(alice, a) == {"object": "balance", "available": 0, "pending": 0,
-                                 "currency": "USD"}
+    assert balance(alice, a) == {"object": "balance", "livemode": True, "available": 0,
+                                 "pending": 0, "currency": "USD"}
     pay = alice.pay(a, 1000)
     assert pay.status == 201, pay
     pay = pay.json

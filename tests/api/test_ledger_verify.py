@@ -163,7 +163,7 @@ def test_against_processor_sim(tmp_path):
             except OSError:
                 assert time.time() < deadline, "processor-sim did not start"
                 time.sleep(0.05)
-        s = Payd(str(tmp_path), args=["--processor", url]).start()
+        s = Payd(str(tmp_path), args=["--live-test-tokens", "true", "--processor", url]).start()
         u = s.create_user("alice")
         a = u.create_account()
         pays = [u.pay(a, 700 + i).json for i in range(3)]

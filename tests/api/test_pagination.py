@@ -159,7 +159,7 @@ def test_filters_and_count_agree(payer):
         items, _ = walk(payer, path, 3, status=status)
         assert {p["id"] for p in items} == {p["id"] for p in expected}
         count = payer.get(f"{path}/count?status={status}").json
-        assert count == {"object": "count", "count": len(expected)}
+        assert count == {"object": "count", "livemode": True, "count": len(expected)}
     assert payer.get(f"{path}/count").json["count"] == 10
     middle = sorted(p["created_at"] for p in ok + failed)[5]
     newer, _ = walk(payer, path, 4, created_gte=middle)

@@ -396,8 +396,8 @@ def test_ledger_commands(alice):
     payment = create_payment(alice, a, 1200)
     assert ok(alice, "transfers", "create", "--biz-seq", "seq-" + os.urandom(4).hex(), "--from",
               a["id"], "--to", b["id"], "--amount", "200", "--currency", "USD")
-    assert ok(alice, "balance", a["id"]) == {"object": "balance", "available": 1000,
-                                             "pending": 0, "currency": "USD"}
+    assert ok(alice, "balance", a["id"]) == {"object": "balance", "livemode": True,
+                                             "available": 1000, "pending": 0, "currency": "USD"}
     assert ok(alice, "balance", "--account", b["id"])["available"] == 200
     mine = lines(payctl(alice, "balance-transactions", "list", "--account", a["id"],
                         "--all").stdout)

@@ -27,7 +27,7 @@ def slow_processor_and_payd(tmp_path, name):
     """A simulator that holds every call HOLD_MS, and a payd with WORKERS workers in front of it:
     yields the simulator, a user and an account."""
     sim = Sim(str(tmp_path), args=["--latency-ms", str(HOLD_MS)]).start()
-    server = Payd(str(tmp_path), args=["--processor", sim.url, "--workers", str(WORKERS),
+    server = Payd(str(tmp_path), args=["--live-test-tokens", "true", "--processor", sim.url, "--workers", str(WORKERS),
                                        "--rate-limit", "100000/s"])
     try:
         server.start()
@@ -123,7 +123,7 @@ class SilentProcessor:
 
 def test_silent_processor_times_out_and_the_key_stays_resumable(tmp_path):
     silent = SilentProcessor()
-    server = Payd(str(tmp_path), args=["--processor", f"http://127.0.0.1:{silent.port}",
+    server = Payd(str(tmp_path), args=["--live-test-tokens", "true", "--processor", f"http://127.0.0.1:{silent.port}",
                                        "--processor-timeout", "500ms", "--workers", "1"])
     sim = None
     try:

@@ -141,7 +141,7 @@ def start_payd(tmp_path):
     servers = []
 
     def start(sim):
-        s = Payd(str(tmp_path), args=["--processor", sim.url])
+        s = Payd(str(tmp_path), args=["--live-test-tokens", "true", "--processor", sim.url])
         servers.append(s)
         return s.start()
 

@@ -199,7 +199,7 @@ def lossy_processor(tmp_path):
 
 
 def test_in_doubt_refund_is_finished_by_a_retry(fresh_server, lossy_processor):
-    s = fresh_server(["--processor", f"http://127.0.0.1:{lossy_processor}",
+    s = fresh_server(["--live-test-tokens", "true", "--processor", f"http://127.0.0.1:{lossy_processor}",
                       "--processor-timeout", "2s"])
     user = s.create_user("doubt")
     account = user.create_account()
@@ -228,7 +228,7 @@ def test_in_doubt_refund_is_finished_by_a_retry(fresh_server, lossy_processor):
 
 
 def test_in_doubt_refund_is_finished_by_the_recoverer(fresh_server, lossy_processor):
-    s = fresh_server(["--processor", f"http://127.0.0.1:{lossy_processor}",
+    s = fresh_server(["--live-test-tokens", "true", "--processor", f"http://127.0.0.1:{lossy_processor}",
                       "--processor-timeout", "500ms", "--idempotency-lock-timeout", "1s",
                       "--recovery-interval", "200ms"])
     user = s.create_user("gone")

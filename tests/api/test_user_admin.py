@@ -22,21 +22,23 @@ def test_user_list_shows_every_user_and_never_a_key(fresh_server):
     made = ann.post("/v1/api_keys", {"name": "second"}, idem="second-key")
     assert made.status == 201
     users = listed(s)
-    assert [u["id"] for u in users] == [ann.id, ben.id]  # oldest first
+    # oldest first; a user's test mode (its test twin, docs/modes.md) is no user of its own, and
+    # its test key counts among the user's keys
+    assert [u["id"] for u in users] == [ann.id, ben.id]
     assert users[0] == {"id": ann.id, "name": "ann", "email": "ann@example.test",
                         "created_at": users[0]["created_at"], "disabled": False,
-                        "disabled_at": None, "active_keys": 2}
+                        "disabled_at": None, "active_keys": 3}
     assert users[1]["name"] == 'ben "the\tbold"' and users[1]["email"] is None
-    assert users[1]["active_keys"] == 1
+    assert users[1]["active_keys"] == 2
     text = s.cli("user", "list").stdout + s.cli("user", "list", "--format", "table").stdout
-    for secret in (ann.key, ben.key, made.json["api_key"], made.json["prefix"]):
+    for secret in (ann.key, ann.test_key, ben.key, made.json["api_key"], made.json["prefix"]):
         assert secret not in text
 
     table = s.cli("user", "list", "--format", "table").stdout.splitlines()
     assert table[0].split() == ["ID", "NAME", "EMAIL", "CREATED", "DISABLED", "ACTIVE", "KEYS"]
     assert table[1].split()[:3] == [ann.id, "ann", "ann@example.test"]
     assert table[2].startswith(ben.id) and "\t" not in table[2]  # no control character drawn
-    assert table[1].split()[-2:] == ["no", "2"]
+    assert table[1].split()[-2:] == ["no", "3"]
 
     bad = s.cli("user", "list", "--format", "xml", check=False)
     assert bad.returncode == 2 and bad.stdout == ""

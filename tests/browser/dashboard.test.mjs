@@ -449,6 +449,8 @@ async function takeSecret(page) {
   const secret = await page.textContent('#secret-value');
   await page.click('#secret-done');
   await page.locator('#secret-dialog').waitFor({ state: 'hidden' });
+  // the dialog's close event, which empties it, is a task of its own after the dialog hides
+  await page.waitForFunction(() => document.querySelector('#secret-value').textContent === '', null, { timeout: 2000 });
   assert.equal(await page.textContent('#secret-value'), '');
   return secret;
 }
@@ -744,5 +746,59 @@ describe('webhook endpoints, events and search', () => {
     }
     await page.locator('#chart').screenshot({ path: screenshotPath('volume-chart-large.png') });
     assertClean(seen, [/status of 404/, /status of 409/]);
+  });
+});
+
+describe('test mode and live mode', () => {
+  test('a test key shows the test-mode banner on every page, and the switch changes keys', async () => {
+    const user = server.createUser('two-modes');
+    const live = server.createAccount(user, 'USD', 'Live account');
+    const testAccount = server.createAccount(user, 'EUR', 'Test account', 'test');
+    const { page, seen } = await watchedPage(browser);
+    await signIn(page, server, { key: user.testKey });
+    const banner = page.locator('#mode-banner');
+    const accountNames = () => page.$$eval('#accounts li', (lis) => lis.map((li) => li.textContent));
+    await page.locator('#accounts li').first().waitFor();
+    assert.ok((await accountNames()).every((t) => t.includes('Test account')), await accountNames());
+    for (const view of ['payments', 'webhooks', 'events', 'keys']) {
+      await goTo(page, view);
+      await page.locator(`#view-${view}`).waitFor({ state: 'visible' });
+      assert.ok(await banner.isVisible(), `the banner on ${view}`);
+    }
+    assert.equal(await page.textContent('#mode-label'), 'Test mode');
+    await page.screenshot({ path: screenshotPath('test-mode.png') });
+
+    // switching to live asks for a live key, refusing another test key
+    await goTo(page, 'payments');
+    await page.click('#mode-switch');
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    await page.locator('#api-key').focus();
+    await page.keyboard.type(user.testKey);
+    await page.keyboard.press('Enter');
+    await page.locator('#sign-in-error:has-text("paste a live key")').waitFor();
+    await page.fill('#api-key', '');
+    await page.locator('#api-key').focus();
+    await page.keyboard.type(user.key);
+    await page.keyboard.press('Enter');
+    await page.locator('#dashboard').waitFor({ state: 'visible' });
+    await banner.waitFor({ state: 'hidden' });
+    assert.equal(await page.textContent('#mode-label'), 'Live mode');
+    await page.locator('#accounts li').first().waitFor();
+    assert.ok((await accountNames()).every((t) => t.includes('Live account')), await accountNames());
+    for (const view of ['webhooks', 'events', 'keys']) {
+      await goTo(page, view);
+      assert.ok(!(await banner.isVisible()), `no banner on ${view} in live mode`);
+    }
+
+    // and back to test without a key: the tab kept it
+    await page.click('#mode-switch');
+    await banner.waitFor({ state: 'visible' });
+    assert.equal(await page.textContent('#mode-label'), 'Test mode');
+    await goTo(page, 'payments');
+    await page.locator('#accounts li').first().waitFor();
+    assert.ok((await accountNames()).every((t) => t.includes('Test account')), await accountNames());
+    assert.ok(live.id && testAccount.id);
+    assertClean(seen);
+    await page.context().close();
   });
 });

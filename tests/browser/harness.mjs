@@ -75,12 +75,14 @@ export class Payd {
     const args = ['user', 'create', name, '--db', this.db];
     if (rateLimit) args.push('--rate-limit', rateLimit);
     const out = JSON.parse(execFileSync(PAYD, args, { encoding: 'utf8' }));
-    return new User(this, out.user_id, out.api_key);
+    const user = new User(this, out.user_id, out.api_key);
+    user.testKey = out.test_api_key; // the same user's test mode (docs/modes.md)
+    return user;
   }
 
   // `payd account create`: no HTTP, so no rate limit.
-  createAccount(user, currency = 'USD', name = undefined) {
-    const args = ['account', 'create', '--user', user.id, '--currency', currency, '--db', this.db];
+  createAccount(user, currency = 'USD', name = undefined, mode = 'live') {
+    const args = ['account', 'create', '--user', user.id, '--currency', currency, '--db', this.db, '--mode', mode];
     if (name) args.push('--name', name);
     return JSON.parse(execFileSync(PAYD, args, { encoding: 'utf8' }));
   }

@@ -25,7 +25,7 @@ def run(cluster, step, use_sim):
     if use_sim:
         processor_db = os.path.join(wd, "sim.db")
         sim = chaos.Node(wd, processor_db, command="processor-sim", name="sim").start()
-        args += ["--processor", sim.url]
+        args += ["--live-test-tokens", "true", "--processor", sim.url]
     a = chaos.Node(wd, url, args, env={"PAYD_FAULT": f"stop@{step}"}, name="a").start()
     b = chaos.Node(wd, url, args, name="b").start()
     api_key, (account,) = chaos.setup_user(url)

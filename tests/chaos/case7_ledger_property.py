@@ -151,7 +151,7 @@ def run(ops, kills, clients, pg, use_sim):
         sim_db = os.path.join(wd, "sim.db")
         sim = chaos.Node(wd, sim_db, ["--fail-before", "0.02", "--fail-after", "0.02",
                                       "--seed", "7"], command="processor-sim", name="sim").start()
-        args += ["--processor", sim.url]
+        args += ["--live-test-tokens", "true", "--processor", sim.url]
     nodes = [chaos.Node(wd, db, args, name=f"payd{i}").start() for i in range(2 if pg else 1)]
     shared = {"lock": threading.Lock(), "stop": threading.Event(), "ops": 0,
               "counts": {"retried": 0, "retry": 0}, "changed": [], "acked_payments": set()}

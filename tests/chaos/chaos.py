@@ -399,7 +399,7 @@ def kill_loop_case(name, kills, clients=8, sim_args=None, pause=(0.5, 2.0), thin
     if sim_args is not None:
         processor_db = os.path.join(wd, "sim.db")
         sim = Node(wd, processor_db, sim_args, command="processor-sim", name="sim").start()
-        args += ["--processor", sim.url]
+        args += ["--live-test-tokens", "true", "--processor", sim.url]
     node = Node(wd, db, args).start()
     url = node.url
     acks, lock, stop = {}, threading.Lock(), threading.Event()

@@ -331,7 +331,7 @@ def run(args):
         sim_db = os.path.join(wd, "sim.db")
         sim = chaos.Node(wd, sim_db, command="processor-sim", name="sim").start()
         nodes.append(sim)
-        node_args = list(chaos.FAST) + ["--processor", sim.url]
+        node_args = list(chaos.FAST) + ["--live-test-tokens", "true", "--processor", sim.url]
         a = chaos.Node(wd, cluster.url("payd"), node_args, name="a").start()  # through haproxy
         nodes.append(a)
         b = chaos.Node(wd, cluster.url("payd", multihost=True), node_args, name="b").start()

@@ -3,13 +3,20 @@
 // page says so while it waits). Same-origin only: the page may talk to nothing else.
 
 const KEY_NAME = 'payd.apiKey';
+// The key of the other mode (docs/modes.md), kept so that switching back needs no key again.
+const OTHER_KEY_NAME = 'payd.otherModeKey';
 // Past this many waits in a row the 429 is shown as an error instead of waited out again.
 const MAX_RATE_LIMIT_WAITS = 20;
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY_NAME); },
   set key(value) { sessionStorage.setItem(KEY_NAME, value); },
-  clear() { sessionStorage.removeItem(KEY_NAME); },
+  get otherKey() { return sessionStorage.getItem(OTHER_KEY_NAME); },
+  set otherKey(value) {
+    if (value) sessionStorage.setItem(OTHER_KEY_NAME, value);
+    else sessionStorage.removeItem(OTHER_KEY_NAME);
+  },
+  clear() { sessionStorage.removeItem(KEY_NAME); sessionStorage.removeItem(OTHER_KEY_NAME); },
 };
 
 // An answer with a problem+json body (or at least a status).

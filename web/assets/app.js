@@ -53,8 +53,12 @@ onRateLimitWaits((waits) => {
 const signInForm = $('#sign-in-form');
 const signInError = $('#sign-in-error');
 
+// Sign-in asks for a key of this mode when set (a switch to a mode whose key the tab lacks).
+let wantedMode = null;
+
 function showSignIn(message) {
   list.stop();
+  show($('#mode-banner'), false);
   state.user = null;
   state.account = null;
   show($('#dashboard'), false);
@@ -79,6 +83,13 @@ signInForm.addEventListener('submit', async (event) => {
   button.disabled = true;
   try {
     const { data } = await api('GET', '/v1/users/me', { key });
+    const mode = data.livemode === false ? 'test' : 'live';
+    if (wantedMode && mode !== wantedMode) {
+      signInError.replaceChildren(`That is a ${mode} key; paste a ${wantedMode} key to switch to ${wantedMode} mode.`);
+      show(signInError, true);
+      return;
+    }
+    wantedMode = null;
     session.key = key;
     enter(data);
   } catch (err) {
@@ -90,8 +101,30 @@ signInForm.addEventListener('submit', async (event) => {
 });
 
 $('#sign-out').addEventListener('click', () => {
+  wantedMode = null;
   session.clear();
   showSignIn(null);
+});
+
+// The mode switch (docs/modes.md): the mode is the key's, so switching is switching keys. The
+// key left behind is kept for the tab; without a key of the other mode, sign-in asks for one.
+$('#mode-switch').addEventListener('click', async () => {
+  const other = state.user?.livemode === false ? 'live' : 'test';
+  const current = session.key;
+  const kept = session.otherKey;
+  session.otherKey = current;
+  if (kept) {
+    try {
+      const { data } = await api('GET', '/v1/users/me', { key: kept });
+      session.key = kept;
+      enter(data);
+      return;
+    } catch {
+      // revoked, or the server away: ask for a key instead
+    }
+  }
+  wantedMode = other;
+  showSignIn([`Paste a ${other} key (sk_${other}_…) to switch to ${other} mode.`]);
 });
 
 setUnauthorizedHandler((err) => {
@@ -101,7 +134,19 @@ setUnauthorizedHandler((err) => {
 
 function enter(user) {
   state.user = user;
+  state.accounts = [];
+  state.account = null;
   $('#user-name').textContent = user.name || user.email || user.id;
+  const test = user.livemode === false;
+  show($('#mode-banner'), test);
+  const label = $('#mode-label');
+  label.dataset.mode = test ? 'test' : 'live';
+  label.textContent = test ? 'Test mode' : 'Live mode';
+  $('#mode-switch').textContent = test ? 'Switch to live' : 'Switch to test';
+  document.body.dataset.mode = label.dataset.mode;
+  list.stop(); // nothing of the other mode stays on screen
+  show($('#account-view'), false);
+  $('#accounts').replaceChildren();
   show($('#sign-in'), false);
   show($('#who'), true);
   show($('#search'), true);

@@ -47,6 +47,8 @@ export type Metadata = {
 export type Account = {
   id: AccountId;
   object: "account";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   currency: Currency;
   name: string | null;
   /** Succeeded payments − refunds + transfers in − transfers out; never below zero. */
@@ -63,6 +65,8 @@ export type AccountCreate = {
 export type Payment = {
   id: PaymentId;
   object: "payment";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   account_id: AccountId;
   amount: Amount;
   currency: Currency;
@@ -104,6 +108,8 @@ export type PaymentCreate = {
 export type Refund = {
   id: RefundId;
   object: "refund";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   payment_id: PaymentId;
   amount: Amount;
   reason: "requested_by_customer" | "duplicate" | "fraudulent" | null;
@@ -121,6 +127,8 @@ export type RefundCreate = {
 export type Order = {
   id: OrderId;
   object: "order";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   external_order_id: string;
   amount: Amount;
   currency: Currency;
@@ -148,6 +156,8 @@ export type OrderStatusUpdate = {
 export type Transfer = {
   id: TransferId;
   object: "transfer";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   biz_seq: string;
   from_account: AccountId;
   to_account: AccountId;
@@ -170,6 +180,8 @@ export type TransferCreate = {
 export type User = {
   id: UserId;
   object: "user";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   name: string;
   email: string | null;
   version: Version;
@@ -186,6 +198,8 @@ export type UserUpdate = {
 export type Product = {
   id: ProductId;
   object: "product";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   sku: string;
   name: string;
   stock: number;
@@ -209,6 +223,8 @@ export type ProductUpdate = {
 export type Reservation = {
   id: ReservationId;
   object: "reservation";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   sku: string;
   quantity: number;
   created_at: Timestamp;
@@ -250,6 +266,8 @@ export type TransferList = List & {
 
 export type Count = {
   object: "count";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   count: number;
 };
 
@@ -295,11 +313,15 @@ export type ApiKeyId = string;
 export type ApiKey = {
   id: ApiKeyId;
   object: "api_key";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   user_id: UserId;
   name: string | null;
   /** `sk_` and the key's next 8 characters; just `sk_` for a key made before keys were listed. */
   prefix: string;
   status: "active" | "revoked";
+  /** a test key (sk_test_…) or a live key (sk_live_…); a key made before modes is live (§19) */
+  mode: "test" | "live";
   created_at: Timestamp;
   revoked_at: Timestamp | null;
 };
@@ -313,6 +335,8 @@ export type ApiKeyCreated = ApiKey & {
 export type ApiKeyCreate = {
   /** A label to tell keys apart (`ci`, `2026-11 rotation`). */
   name?: string | null;
+  /** The mode of the key made: `test` (sk_test_…) or `live` (sk_live_…); default the mode of the key making the request. A test key makes test keys only (§19). */
+  mode?: "test" | "live" | null;
 };
 
 export type ApiKeyList = List & {
@@ -321,6 +345,8 @@ export type ApiKeyList = List & {
 
 export type PaymentStats = {
   object: "payment_stats";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   account_id: string;
   currency: string;
   interval: "hour" | "day";
@@ -361,6 +387,8 @@ export type EventType = "account.created" | "payment.succeeded" | "payment.faile
 export type Event = {
   id: EventId;
   object: "event";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   type: EventType;
   created_at: Timestamp;
   data: {
@@ -375,6 +403,8 @@ export type EventList = List & {
 export type WebhookEndpoint = {
   id: WebhookEndpointId;
   object: "webhook_endpoint";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   url: string;
   events: string[];
   description: string | null;
@@ -412,6 +442,8 @@ export type WebhookSecretRotation = {
 export type WebhookEndpointDeleted = {
   id: WebhookEndpointId;
   object: "webhook_endpoint";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   deleted: true;
 };
 
@@ -423,6 +455,8 @@ export type WebhookEndpointList = List & {
 export type WebhookAttempt = {
   id: WebhookAttemptId;
   object: "webhook_attempt";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   webhook_endpoint_id: WebhookEndpointId;
   event_id: EventId;
   attempt: number;
@@ -455,6 +489,8 @@ export type EventRedeliver = {
 
 export type Redelivery = {
   object: "redelivery";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   event_id: EventId;
   /** The endpoints the event was queued for, due now; empty when no enabled endpoint wants it. */
   endpoint_ids: WebhookEndpointId[];
@@ -467,6 +503,8 @@ export type WebhookRecover = {
 
 export type WebhookRecovery = {
   object: "webhook_recovery";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   webhook_endpoint_id: WebhookEndpointId;
   since: Timestamp;
   /** Failed deliveries made pending again, due now. */
@@ -483,6 +521,8 @@ export type JournalEntryId = string;
 
 export type Balance = {
   object: "balance";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   /** What the account holds; equals the account's `balance`. */
   available: number;
   /** Authorized and not yet captured. */
@@ -494,6 +534,8 @@ export type Balance = {
 export type BalanceTransaction = {
   id: BalanceTransactionId;
   object: "balance_transaction";
+  /** true for an object of live mode, false for test mode (docs/api.md §19) */
+  livemode: boolean;
   account_id: AccountId;
   /** Signed minor units: positive raises the account. */
   amount: number;

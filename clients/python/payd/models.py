@@ -111,6 +111,7 @@ JournalEntryId = str
 class Account(TypedDict):
     id: AccountId
     object: Literal["account"]
+    livemode: bool
     currency: Currency
     name: str | None
     balance: int
@@ -126,6 +127,7 @@ class AccountCreate(TypedDict):
 class Payment(TypedDict):
     id: PaymentId
     object: Literal["payment"]
+    livemode: bool
     account_id: AccountId
     amount: Amount
     currency: Currency
@@ -160,6 +162,7 @@ class PaymentCreate(TypedDict):
 class Refund(TypedDict):
     id: RefundId
     object: Literal["refund"]
+    livemode: bool
     payment_id: PaymentId
     amount: Amount
     reason: Literal["requested_by_customer", "duplicate", "fraudulent", None]
@@ -175,6 +178,7 @@ class RefundCreate(TypedDict):
 class Order(TypedDict):
     id: OrderId
     object: Literal["order"]
+    livemode: bool
     external_order_id: str
     amount: Amount
     currency: Currency
@@ -200,6 +204,7 @@ class OrderStatusUpdate(TypedDict):
 class Transfer(TypedDict):
     id: TransferId
     object: Literal["transfer"]
+    livemode: bool
     biz_seq: str
     from_account: AccountId
     to_account: AccountId
@@ -221,6 +226,7 @@ class TransferCreate(TypedDict):
 class User(TypedDict):
     id: UserId
     object: Literal["user"]
+    livemode: bool
     name: str
     email: str | None
     version: Version
@@ -237,6 +243,7 @@ class UserUpdate(TypedDict):
 class Product(TypedDict):
     id: ProductId
     object: Literal["product"]
+    livemode: bool
     sku: str
     name: str
     stock: int
@@ -260,6 +267,7 @@ class ProductUpdate(TypedDict):
 class Reservation(TypedDict):
     id: ReservationId
     object: Literal["reservation"]
+    livemode: bool
     sku: str
     quantity: int
     created_at: Timestamp
@@ -322,6 +330,7 @@ class TransferList(TypedDict):
 
 class Count(TypedDict):
     object: Literal["count"]
+    livemode: bool
     count: int
 
 
@@ -355,10 +364,12 @@ class ApiKey(TypedDict):
 
     id: ApiKeyId
     object: Literal["api_key"]
+    livemode: bool
     user_id: UserId
     name: str | None
     prefix: str
     status: Literal["active", "revoked"]
+    mode: Literal["test", "live"]
     created_at: Timestamp
     revoked_at: Timestamp | None
 
@@ -366,10 +377,12 @@ class ApiKey(TypedDict):
 class ApiKeyCreated(TypedDict):
     id: ApiKeyId
     object: Literal["api_key"]
+    livemode: bool
     user_id: UserId
     name: str | None
     prefix: str
     status: Literal["active", "revoked"]
+    mode: Literal["test", "live"]
     created_at: Timestamp
     revoked_at: Timestamp | None
     api_key: str | None
@@ -378,6 +391,7 @@ class ApiKeyCreated(TypedDict):
 
 class ApiKeyCreate(TypedDict):
     name: NotRequired[str | None]
+    mode: NotRequired[Literal["test", "live"] | None]
 
 
 class ApiKeyList(TypedDict):
@@ -405,6 +419,7 @@ class PaymentStatsTotal(TypedDict):
 
 class PaymentStats(TypedDict):
     object: Literal["payment_stats"]
+    livemode: bool
     account_id: str
     currency: str
     interval: Literal["hour", "day"]
@@ -423,6 +438,7 @@ class Event(TypedDict):
 
     id: EventId
     object: Literal["event"]
+    livemode: bool
     type: EventType
     created_at: Timestamp
     data: EventData
@@ -439,6 +455,7 @@ class EventList(TypedDict):
 class WebhookEndpoint(TypedDict):
     id: WebhookEndpointId
     object: Literal["webhook_endpoint"]
+    livemode: bool
     url: str
     events: list[str]
     description: str | None
@@ -469,6 +486,7 @@ class WebhookSecretRotation(TypedDict):
 class WebhookEndpointDeleted(TypedDict):
     id: WebhookEndpointId
     object: Literal["webhook_endpoint"]
+    livemode: bool
     deleted: Literal[True]
 
 
@@ -485,6 +503,7 @@ class WebhookAttempt(TypedDict):
 
     id: WebhookAttemptId
     object: Literal["webhook_attempt"]
+    livemode: bool
     webhook_endpoint_id: WebhookEndpointId
     event_id: EventId
     attempt: int
@@ -518,6 +537,7 @@ class EventRedeliver(TypedDict):
 
 class Redelivery(TypedDict):
     object: Literal["redelivery"]
+    livemode: bool
     event_id: EventId
     endpoint_ids: list[WebhookEndpointId]
 
@@ -528,6 +548,7 @@ class WebhookRecover(TypedDict):
 
 class WebhookRecovery(TypedDict):
     object: Literal["webhook_recovery"]
+    livemode: bool
     webhook_endpoint_id: WebhookEndpointId
     since: Timestamp
     queued: int
@@ -536,6 +557,7 @@ class WebhookRecovery(TypedDict):
 
 class Balance(TypedDict):
     object: Literal["balance"]
+    livemode: bool
     available: int
     pending: int
     currency: Currency
@@ -546,6 +568,7 @@ class BalanceTransaction(TypedDict):
 
     id: BalanceTransactionId
     object: Literal["balance_transaction"]
+    livemode: bool
     account_id: AccountId
     amount: int
     currency: Currency
