@@ -151,11 +151,13 @@ static int check_charge(CURL *curl, const char *url, db_stmt *st, jsonw *w, int6
 #define CONFIRMED  "AND c.status = 'succeeded'"
 #define IS_CAPTURE "CASE WHEN c.amount > 0 THEN 1 ELSE 0 END"
 #define IS_RELEASE "CASE WHEN c.amount = 0 THEN 1 ELSE 0 END"
+/* clang-format off */
 #define HOLD_SUMS                                                                                  \
-    HOLD_SUM("c.amount", CONFIRMED)                                                                \
-    HOLD_SUM("c.amount", "")                                                                       \
-    HOLD_SUM("c.released", CONFIRMED) HOLD_SUM("c.released", "") HOLD_SUM(IS_CAPTURE, CONFIRMED)   \
-        HOLD_SUM(IS_CAPTURE, "") HOLD_SUM(IS_RELEASE, CONFIRMED) HOLD_SUM(IS_RELEASE, "")
+    HOLD_SUM("c.amount", CONFIRMED) HOLD_SUM("c.amount", "")                                       \
+    HOLD_SUM("c.released", CONFIRMED) HOLD_SUM("c.released", "")                                   \
+    HOLD_SUM(IS_CAPTURE, CONFIRMED) HOLD_SUM(IS_CAPTURE, "")                                       \
+    HOLD_SUM(IS_RELEASE, CONFIRMED) HOLD_SUM(IS_RELEASE, "")
+/* clang-format on */
 /* live mode's payments only: test mode's charges are the builtin simulator's (docs/modes.md) */
 static const char CHARGED_PAYMENTS_SQL[] =
     "SELECT p.id, p.processor_charge_id, COALESCE(SUM(CASE WHEN r.status = 'succeeded' THEN "
