@@ -48,7 +48,10 @@ def get(user, payment):
 
 
 def books(user, account):
-    return user.get(f"/v1/accounts/{account['id']}/balance").json
+    """The account's balance, in live mode (the users here pay with live keys)."""
+    balance = user.get(f"/v1/accounts/{account['id']}/balance").json
+    assert balance.pop("livemode") is True, balance
+    return balance
 
 
 def holds_identity(p):

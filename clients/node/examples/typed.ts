@@ -12,7 +12,7 @@ export async function payAndList(accountId: string): Promise<number> {
       { account_id: accountId, amount: 4200, currency: 'USD', source: 'tok_visa' },
       { idempotencyKey: 'order-1234-payment' },
     );
-    const status: 'succeeded' | 'failed' | 'partially_refunded' | 'refunded' = payment.status;
+    const status: Payment['status'] = payment.status;
     console.log(payment.id, status);
   } catch (error) {
     if (error instanceof CardError) console.log('declined', error.problem?.code, error.attempts);

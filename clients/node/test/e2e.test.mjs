@@ -146,8 +146,8 @@ test("balances: the account's books and its balance transactions, listed through
 
   const charged = payments.reduce((sum, p) => sum + p.amount, 0);
   assert.deepEqual(await c.accounts.balance(from),
-    { object: 'balance', available: charged - 300 - 2500, pending: 0, currency: 'USD' });
-  assert.deepEqual(await c.accounts.balance(to), { object: 'balance', available: 2500, pending: 0, currency: 'USD' });
+    { object: 'balance', livemode: true, available: charged - 300 - 2500, pending: 0, currency: 'USD' });
+  assert.deepEqual(await c.accounts.balance(to), { object: 'balance', livemode: true, available: 2500, pending: 0, currency: 'USD' });
   assert.equal((await c.accounts.balance(from)).available, (await c.accounts.retrieve(from)).balance);
 
   // 9 lines on `from`, 2 at a time: 5 pages, newest first, each line once

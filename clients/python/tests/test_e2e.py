@@ -152,9 +152,10 @@ def test_balances_and_balance_transactions(server, user):
 
     charged = sum(p["amount"] for p in payments)
     assert c.accounts.balance(source["id"]) == {
-        "object": "balance", "available": charged - 300 - 2500, "pending": 0, "currency": "USD"}
+        "object": "balance", "livemode": True, "available": charged - 300 - 2500, "pending": 0,
+        "currency": "USD"}
     assert c.accounts.balance(dest["id"]) == {
-        "object": "balance", "available": 2500, "pending": 0, "currency": "USD"}
+        "object": "balance", "livemode": True, "available": 2500, "pending": 0, "currency": "USD"}
     assert c.accounts.balance(source["id"])["available"] == \
         c.accounts.retrieve(source["id"])["balance"]
 
