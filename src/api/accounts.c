@@ -96,8 +96,6 @@ static const list_query accounts_list_query = {
     .name = "accounts",
     .select = "SELECT " ACCOUNT_COLUMNS " FROM accounts",
     .parent_column = "user_id",
-    .created_index = 5,
-    .id_index = 0,
     .write_row = write_account_row,
 };
 

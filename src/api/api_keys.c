@@ -127,8 +127,6 @@ static const list_query api_keys_list_query = {
     .name = "api_keys",
     .select = "SELECT " API_KEY_COLUMNS " FROM api_keys",
     .parent_column = "user_id",
-    .created_index = 5,
-    .id_index = 0,
     .status_column = "status",
     .write_row = write_api_key_row,
 };
@@ -207,7 +205,7 @@ static int insert_key(db_conn *db, void *arg)
 static step_result key_stored(request *req, void *arg)
 {
     (void)arg;
-    write_result w = write_result_of(req->write_rc);
+    write_result w = req->write_result;
     if (w == WRITE_OK && req->status == 201)
         reply_header(req, "Cache-Control", "no-store");
     reply_not_stored(req, w, "API key", NULL);
@@ -257,7 +255,7 @@ static int revoke_key(db_conn *db, void *arg)
 static step_result key_revoked(request *req, void *arg)
 {
     (void)arg;
-    if (req->write_rc != 0) {
+    if (req->write_result != WRITE_OK) {
         reply_error(req, ERR_INTERNAL, "the API key could not be revoked");
         return STEP_DONE;
     }

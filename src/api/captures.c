@@ -358,7 +358,7 @@ static void reply_in_doubt(request *req, const hold_op *op)
 static step_result confirmed(request *req, void *arg)
 {
     hold_op *op = arg;
-    write_result w = (write_result)req->write_rc;
+    write_result w = req->write_result;
     if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_in_doubt(req, op);
     return STEP_DONE;
@@ -367,8 +367,7 @@ static step_result confirmed(request *req, void *arg)
 static step_result at_processor(request *req, void *arg)
 {
     hold_op *op = arg;
-    if (!req->may_block && req->runner)
-        return request_blocking_then(req, at_processor, op);
+    STEP_MAY_BLOCK(req, at_processor, op);
     fault_point("before-capture");
     op->processor = hold_at_processor(op);
     fault_point("after-capture");
@@ -382,7 +381,7 @@ static step_result at_processor(request *req, void *arg)
 static step_result reserved(request *req, void *arg)
 {
     hold_op *op = arg;
-    write_result w = (write_result)req->write_rc;
+    write_result w = req->write_result;
     if (w == WRITE_REFUSED || w == WRITE_FENCED || (w == WRITE_OK && req->status))
         return STEP_DONE; /* refused, or the key moved on: the answer is set */
     if (w != WRITE_OK) {
@@ -455,8 +454,7 @@ static step_result hold_create(request *req, void *prepared)
     hold_op *op = prepared;
     op->processor_key = req->idem->processor_key;
     if (req->idem->resumed) {
-        if (!req->may_block && req->runner)
-            return request_blocking_then(req, hold_create, op); /* a read */
+        STEP_MAY_BLOCK(req, hold_create, op); /* a read */
         db_conn *db = reader_or_reply(req);
         if (!db)
             return STEP_DONE;

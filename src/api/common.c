@@ -180,6 +180,27 @@ processor *request_processor(const request *req)
     return processor_of_mode(req->app, req->user.test);
 }
 
+struct processor_wait {
+    request *req;
+    proc_result *into;
+    request_step next;
+    void *ctx;
+};
+
+processor_wait *processor_wait_for(request *req, proc_result *into, request_step next, void *ctx)
+{
+    processor_wait *w = arena_alloc(&req->arena, sizeof *w);
+    *w = (processor_wait){req, into, next, ctx};
+    return w;
+}
+
+void processor_answered(proc_result r, db_failure failure, void *arg)
+{
+    processor_wait *w = arg;
+    *w->into = r;
+    request_wake(w->req, failure, w->next, w->ctx);
+}
+
 bool source_of_mode_or_reply(request *req, const char *source)
 {
     if (req->user.test || processor_is_builtin(req->app->processor) ||

@@ -9,7 +9,9 @@
 #include "core/ids.h"
 #include "http/schema.h"
 #include "node/app.h"
+#include "processor/processor.h"
 #include "request/request.h"
+#include "request/step.h"
 #include "store/store.h"
 
 #define MAX_AMOUNT 999999999999LL
@@ -23,6 +25,14 @@ struct processor *request_processor(const request *req);
  * otherwise 400 invalid_parameter (param "source") and false (docs/api.md, "Test mode and live
  * mode"). */
 bool source_of_mode_or_reply(request *req, const char *source);
+
+/* The one adapter for "the processor answered: go on with the request". A step starts a call
+ * with processor_*_start(..., processor_answered, processor_wait_for(req, &into, next, ctx))
+ * and returns STEP_WAITING; the answer is stored in *into and next(req, ctx) runs as after a
+ * write job (request_wake), on the thread that received it. */
+typedef struct processor_wait processor_wait;
+processor_wait *processor_wait_for(request *req, proc_result *into, request_step next, void *ctx);
+void processor_answered(proc_result r, db_failure failure, void *arg);
 
 /* Parses a path id with its prefix; a malformed id is simply a missing resource. */
 bool path_id_or_reply(request *req, int param, const char *prefix, uint64_t *out);

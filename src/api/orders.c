@@ -156,8 +156,6 @@ static const list_query orders_list_query = {
     .name = "orders",
     .select = "SELECT " ORDER_COLUMNS " FROM orders",
     .parent_column = "user_id",
-    .created_index = 7,
-    .id_index = 0,
     .status_column = "status",
     .write_row = write_order_row,
 };

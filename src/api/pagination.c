@@ -141,6 +141,26 @@ static void link_header(request *req, const list_query *q, const list_params *f,
         reply_header(req, "Link", link);
 }
 
+/* Where `column` sits among the columns of "SELECT a, b, c FROM ...", as written there (no
+ * column here holds a comma inside parentheses); -1 when it is not selected. */
+static int column_position(const char *select, const char *column)
+{
+    const char *p = select + strlen("SELECT "), *end = strstr(select, " FROM ");
+    size_t want = strlen(column);
+    for (int index = 0; p && end && p < end; index++) {
+        while (*p == ' ')
+            p++;
+        const char *stop = memchr(p, ',', (size_t)(end - p));
+        const char *last = stop ? stop : end;
+        while (last > p && last[-1] == ' ')
+            last--;
+        if ((size_t)(last - p) == want && !memcmp(p, column, want))
+            return index;
+        p = stop ? stop + 1 : NULL;
+    }
+    return -1;
+}
+
 int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
 {
     const list_params *f = req->input;
@@ -166,6 +186,12 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     bool backwards = cursor && at.direction == CURSOR_PREV;
     const char *created = q->created_column ? q->created_column : "created_at";
     const char *idcol = q->id_column ? q->id_column : "id";
+    int created_at = column_position(q->select, created), id_at = column_position(q->select, idcol);
+    if (created_at < 0 ||
+        id_at < 0) { /* a list defined without its sort key: a programming error */
+        reply_error(req, ERR_INTERNAL, "the list cannot be paged");
+        return -1;
+    }
 
     char sql[1024];
     db_value params[8 + LIST_MAX_FILTER_VALUES];
@@ -207,8 +233,8 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
             rows++; /* the n+1th row only tells that more exist */
             break;
         }
-        int64_t c = db_int(st, q->created_index);
-        uint64_t id = (uint64_t)db_int(st, q->id_index);
+        int64_t c = db_int(st, created_at);
+        uint64_t id = (uint64_t)db_int(st, id_at);
         if (rows == 0) {
             first_created = c;
             first_id = id;

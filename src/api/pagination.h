@@ -59,10 +59,11 @@ typedef struct list_query {
     const char *name;          /* bound into cursors: a cursor of one list fails on another */
     const char *select;        /* "SELECT <columns> FROM <tables>" */
     const char *parent_column; /* "account_id": the list's parent */
-    const char *created_column, *id_column; /* the sort key; default created_at, id */
-    int created_index, id_index;            /* where the sort key sits among the selected columns */
-    const char *status_column;              /* non-NULL: ?status= filters on it */
-    const char *status_param;               /* the filter's query name; NULL: "status" */
+    /* the sort key; default created_at, id. Both must be among the selected columns, as written
+     * there: their positions are found in select, never kept by hand. */
+    const char *created_column, *id_column;
+    const char *status_column; /* non-NULL: ?status= filters on it */
+    const char *status_param;  /* the filter's query name; NULL: "status" */
     bool status_list; /* the filter is "a,b,c": any of them (checked by the route's schema) */
     const char *time_column;   /* non-NULL: created_gte / created_lt filter on it */
     const char *source_column; /* non-NULL: ?source= filters on it (checked by the handler) */

@@ -409,16 +409,10 @@ static step_result void_answered_step(request *req, void *arg)
     return idem_queue_charge_void_then(req, p->account_id, p->charge.id, p->amount);
 }
 
-static void void_answered(proc_result r, db_failure failure, void *arg)
-{
-    payment *p = arg;
-    p->voided = r;
-    request_wake(p->req, failure, void_answered_step, p);
-}
-
 static step_result void_hold(request *req, void *arg)
 {
     payment *p = arg;
+    STEP_MAY_BLOCK(req, void_hold, p); /* a release is a blocking call */
     p->voided = processor_release(request_processor(req), p->void_key, p->charge.id, p->amount);
     return void_answered_step(req, p);
 }
@@ -429,14 +423,13 @@ static step_result void_charge(request *req, payment *p)
         return STEP_DONE;
     snprintf(p->void_key, sizeof p->void_key, "%s:void", req->idem->processor_key);
     if (p->charge.authorized) {
-        /* a hold no payment will carry: released (blocking), never refunded */
-        if (!req->may_block && req->runner)
-            return request_blocking_then(req, void_hold, p);
+        /* a hold no payment will carry: released, never refunded */
         return void_hold(req, p);
     }
     if (req->runner) {
         processor_refund_start(request_processor(req), p->void_key, p->charge.id, p->amount,
-                               void_answered, p);
+                               processor_answered,
+                               processor_wait_for(req, &p->voided, void_answered_step, p));
         return STEP_WAITING;
     }
     p->voided = processor_refund(request_processor(req), p->void_key, p->charge.id, p->amount);
@@ -450,12 +443,11 @@ static step_result void_charge(request *req, payment *p)
 static step_result recorded(request *req, void *arg)
 {
     payment *p = arg;
-    write_result r = (write_result)req->write_rc;
+    write_result r = req->write_result;
     bool over_limit = r == WRITE_REFUSED && req->error == ERR_BALANCE_LIMIT_EXCEEDED;
     if (r == WRITE_OK || (r == WRITE_REFUSED && !over_limit))
         return STEP_DONE;
-    if (!req->may_block && req->runner)
-        return request_blocking_then(req, recorded, p);
+    STEP_MAY_BLOCK(req, recorded, p);
     switch (r) {
     case WRITE_REFUSED:
         /* the balance cannot take it: nothing was recorded, so the charge must not stay */
@@ -499,18 +491,11 @@ static step_result charged(request *req, void *arg)
         reply_processor_unavailable(req);
         return STEP_DONE;
     }
-    if (fault_point_blocks("after-charge") && !req->may_block && req->runner)
-        return request_blocking_then(req, charged, p);
+    if (fault_point_blocks("after-charge"))
+        STEP_MAY_BLOCK(req, charged, p);
     fault_point("crash-after-charge");
     fault_point("after-charge");
     return record(req, p);
-}
-
-static void charge_answered(proc_result r, db_failure failure, void *arg)
-{
-    payment *p = arg;
-    p->charge = r;
-    request_wake(p->req, failure, charged, p);
 }
 
 static step_result charge(request *req, void *arg)
@@ -518,8 +503,7 @@ static step_result charge(request *req, void *arg)
     payment *p = arg;
     processor *proc = request_processor(req);
     if (p->manual) { /* §17: an authorization, on a thread that may block */
-        if (!req->may_block && req->runner)
-            return request_blocking_then(req, charge, p);
+        STEP_MAY_BLOCK(req, charge, p);
         fault_point("before-charge");
         p->charge =
             processor_authorize(proc, req->idem->processor_key, p->amount, p->currency, p->source);
@@ -531,11 +515,10 @@ static step_result charge(request *req, void *arg)
          * its own thread, runs the next step */
         fault_point("before-charge");
         processor_charge_start(proc, req->idem->processor_key, p->amount, p->currency, p->source,
-                               charge_answered, p);
+                               processor_answered, processor_wait_for(req, &p->charge, charged, p));
         return STEP_WAITING;
     }
-    if (!req->may_block && req->runner)
-        return request_blocking_then(req, charge, p);
+    STEP_MAY_BLOCK(req, charge, p);
     fault_point("before-charge");
     p->charge = processor_charge(proc, req->idem->processor_key, p->amount, p->currency, p->source);
     return charged(req, p);
@@ -552,8 +535,7 @@ step_result payments_create(request *req, void *arg)
 {
     payment *p = arg;
     if (p->has_order) {
-        if (!req->may_block && req->runner)
-            return request_blocking_then(req, payments_create, p); /* reads */
+        STEP_MAY_BLOCK(req, payments_create, p); /* reads */
         db_conn *db = reader_or_reply(req);
         if (!db || !order_payable_or_reply(req, db, p))
             return STEP_DONE;
@@ -588,8 +570,6 @@ static const list_query payments_list_query = {
     .name = "payments",
     .select = "SELECT " PAYMENT_COLUMNS " FROM payments",
     .parent_column = "account_id",
-    .created_index = 11,
-    .id_index = 0,
     .status_column = "status",
     .time_column = "created_at",
     .write_row = write_payment_row,

@@ -173,7 +173,7 @@ static int confirm_refund(db_conn *db, void *arg)
 static step_result confirmed(request *req, void *arg)
 {
     (void)arg;
-    write_result w = (write_result)req->write_rc;
+    write_result w = req->write_result;
     if (w != WRITE_OK && w != WRITE_FENCED) /* fenced: the answer is what the key holds */
         reply_in_doubt(req);
     return STEP_DONE;
@@ -183,8 +183,8 @@ static step_result confirmed(request *req, void *arg)
 static step_result refund_answered(request *req, void *arg)
 {
     refund *r = arg;
-    if (fault_point_blocks("after-refund") && !req->may_block && req->runner)
-        return request_blocking_then(req, refund_answered, r);
+    if (fault_point_blocks("after-refund"))
+        STEP_MAY_BLOCK(req, refund_answered, r);
     /* The protocol answers a refund with success or not at all: anything else is in doubt, and
      * the refund stays pending (its money held) until a retry or the recoverer confirms it. */
     fault_point("after-refund");
@@ -193,13 +193,6 @@ static step_result refund_answered(request *req, void *arg)
         return STEP_DONE;
     }
     return commit_response_then(req, confirm_refund, r, confirmed, r);
-}
-
-static void processor_refunded(proc_result result, db_failure failure, void *arg)
-{
-    refund *r = arg;
-    r->processor = result;
-    request_wake(r->req, failure, refund_answered, r);
 }
 
 /* The processor's part, started: the builtin processor's refund record's commit, or an HTTP
@@ -211,7 +204,8 @@ static step_result refund_at_processor(request *req, void *arg)
     processor *proc = request_processor(req);
     if (req->runner) {
         processor_refund_start(proc, req->idem->processor_key, r->charge_id, r->amount,
-                               processor_refunded, r);
+                               processor_answered,
+                               processor_wait_for(req, &r->processor, refund_answered, r));
         return STEP_WAITING;
     }
     r->processor = processor_refund(proc, req->idem->processor_key, r->charge_id, r->amount);
@@ -340,8 +334,8 @@ void refunds_prepare(request *req)
 /* A refund just reserved goes to the processor. */
 static step_result reserved_at_processor(request *req, void *arg)
 {
-    if (fault_point_blocks("before-refund") && !req->may_block && req->runner)
-        return request_blocking_then(req, reserved_at_processor, arg);
+    if (fault_point_blocks("before-refund"))
+        STEP_MAY_BLOCK(req, reserved_at_processor, arg);
     fault_point("before-refund");
     return refund_at_processor(req, arg);
 }
@@ -349,7 +343,7 @@ static step_result reserved_at_processor(request *req, void *arg)
 static step_result reserved(request *req, void *arg)
 {
     refund *r = arg;
-    write_result w = (write_result)req->write_rc;
+    write_result w = req->write_result;
     if (w == WRITE_REFUSED || w == WRITE_FENCED || (w == WRITE_OK && req->status))
         return STEP_DONE; /* refused, or the key moved on: the answer is set */
     if (w != WRITE_OK) {
@@ -366,8 +360,7 @@ step_result refunds_create(request *req, void *prepared)
     refund_request *rr = prepared;
     refund *r = &rr->r;
     if (req->idem->resumed) {
-        if (!req->may_block && req->runner)
-            return request_blocking_then(req, refunds_create, rr); /* a read */
+        STEP_MAY_BLOCK(req, refunds_create, rr); /* a read */
         db_conn *db = reader_or_reply(req);
         if (!db)
             return STEP_DONE;
@@ -401,8 +394,6 @@ static const list_query refunds_list_query = {
     .name = "refunds",
     .select = "SELECT " REFUND_COLUMNS " FROM refunds",
     .parent_column = "payment_id",
-    .created_index = 5,
-    .id_index = 0,
     .write_row = write_refund_row,
 };
 

@@ -240,7 +240,7 @@ typedef struct not_stored {
 static step_result answer_unless_stored(request *req, void *arg)
 {
     const not_stored *n = arg;
-    reply_not_stored(req, (write_result)req->write_rc, n->noun, n->retry_with);
+    reply_not_stored(req, req->write_result, n->noun, n->retry_with);
     return STEP_DONE;
 }
 
@@ -267,7 +267,7 @@ static int run_change(db_conn *db, void *arg)
 static step_result answer_unless_written(request *req, void *arg)
 {
     const change_job *c = arg;
-    if (req->write_rc != 0)
+    if (req->write_result != WRITE_OK)
         reply_error(req, ERR_INTERNAL, c->failed);
     return STEP_DONE;
 }

@@ -271,7 +271,7 @@ void transfers_prepare(request *req)
 static step_result transferred(request *req, void *arg)
 {
     (void)arg;
-    write_result w = write_result_of(req->write_rc);
+    write_result w = req->write_result;
     if (w != WRITE_OK) {
         /* nothing was kept: the same biz_seq runs the transfer once when retried */
         jsonw line;
@@ -315,13 +315,13 @@ void transfers_get_by_biz_seq(request *req)
 /* Both directions: one leg row per account a transfer touches, one range scan per page. */
 static const list_query account_transfers_query = {
     .name = "account_transfers",
-    .select = "SELECT " TRANSFER_COLUMNS_OF("t.") " FROM transfer_legs l JOIN transfers t "
-                                                  "ON t.id = l.transfer_id",
+    /* the leg's sort key after the transfer's own columns: the page is read in its order */
+    .select = "SELECT " TRANSFER_COLUMNS_OF("t.") ", l.created_at, l.transfer_id FROM "
+                                                  "transfer_legs l JOIN transfers t ON t.id = "
+                                                  "l.transfer_id",
     .parent_column = "l.account_id",
     .created_column = "l.created_at",
     .id_column = "l.transfer_id",
-    .created_index = 7,
-    .id_index = 0,
     .write_row = write_transfer_row,
 };
 

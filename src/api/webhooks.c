@@ -224,8 +224,6 @@ static const list_query endpoints_list_query = {
     .name = "webhook_endpoints",
     .select = "SELECT " ENDPOINT_COLUMNS " FROM webhook_endpoints",
     .parent_column = "user_id",
-    .created_index = 5,
-    .id_index = 0,
     .write_row = webhook_endpoint_write,
 };
 
@@ -345,8 +343,6 @@ static const list_query attempts_list_query = {
     .name = "webhook_attempts",
     .select = "SELECT " ATTEMPT_COLUMNS " FROM webhook_attempts",
     .parent_column = "endpoint_id",
-    .created_index = 8,
-    .id_index = 0,
     .to_json = attempt_json,
 };
 

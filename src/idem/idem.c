@@ -336,7 +336,7 @@ void idem_forget(request *req)
 static step_result claim_done(request *req, void *arg)
 {
     claim_job *j = arg;
-    write_result r = write_result_of(req->write_rc);
+    write_result r = req->write_result;
     key_row row = j->row;
     j->row = (key_row){0};
     if (r == WRITE_RETRY && ++j->attempt < 3) {
@@ -585,17 +585,17 @@ static bool settle_claim_in_write(request *req, commit_job *j, write_result r)
 static step_result after_commit(request *req, void *arg)
 {
     commit_job *j = arg;
-    write_result r = write_result_of(req->write_rc);
+    write_result r = req->write_result;
     if (j->claiming) {
         if (r == WRITE_RETRY && ++j->claim.attempt < 3) /* the key changed hands meanwhile */
             return request_write_then(req, commit_with_response, j, after_commit);
         if (settle_claim_in_write(req, j, r))
             return STEP_DONE;
     }
-    if (r == WRITE_FENCED && !req->may_block && req->runner)
-        return request_blocking_then(req, after_commit, j); /* its answer needs a read */
+    if (r == WRITE_FENCED)
+        STEP_MAY_BLOCK(req, after_commit, j); /* its answer needs a read */
     commit_outcome(req, r);
-    req->write_rc = (int)r;
+    req->write_result = r;
     return j->next(req, j->next_ctx);
 }
 
@@ -638,7 +638,7 @@ static int queue_void(db_conn *db, void *arg)
 static step_result void_queued(request *req, void *arg)
 {
     void_job *j = arg;
-    write_result r = write_result_of(req->write_rc);
+    write_result r = req->write_result;
     jsonw w;
     log_begin_request(&w, r == WRITE_OK ? "warn" : "error", "charge queued for a void check",
                       req->request_id);

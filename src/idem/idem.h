@@ -45,7 +45,7 @@ void idem_finish(request *req);
 /* Queues fn as a write job and returns; if the request owns a key, the job first checks (and
  * locks) the key under this holder's fencing token, and when fn returns 0 with a response set,
  * that response is stored with the key inside the same transaction. next(req, next_ctx) runs
- * after the commit with req->write_rc holding the write_result; WRITE_FENCED: another holder
+ * after the commit with req->write_result holding what it came to; WRITE_FENCED: another holder
  * has the key, nothing was kept and the request's answer is already what the key holds (replay
  * or 409). */
 step_result commit_response_then(request *req, write_job_fn fn, void *ctx, request_step next,

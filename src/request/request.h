@@ -11,6 +11,7 @@
 #include "core/arena.h"
 #include "request/problem.h"
 #include "node/auth.h"
+#include "store/store.h"
 
 struct http_exchange;
 struct app;
@@ -47,7 +48,7 @@ typedef struct request {
     /* continuations (request/step.h) */
     const struct request_runner *runner; /* NULL: every wait blocks the thread */
     bool may_block;                      /* this thread may wait: a worker, not a writer */
-    int write_rc;                        /* what the last write job returned */
+    write_result write_result;           /* what the last write job came to */
     void *prepared; /* what the route's prepare step read and checked, for its handler */
 
     /* the response */

@@ -57,7 +57,7 @@ static void write_done(int result, db_failure failure, const char *error, void *
         log_set_request_id(req->request_id);
         log_error("error", "write job failed", error);
     }
-    req->write_rc = result;
+    req->write_result = write_result_of(result);
     request_wake(req, failure, w->next, w->ctx);
 }
 
@@ -66,7 +66,7 @@ step_result request_write_then(request *req, write_job_fn fn, void *ctx, request
     pending_write *w = arena_alloc(&req->arena, sizeof *w);
     *w = (pending_write){req, fn, next, ctx, req->status == 0, req->resp_header_count};
     if (!req->runner) {
-        req->write_rc = store_write(req->app->store, run_request_job, w);
+        req->write_result = write_result_of(store_write(req->app->store, run_request_job, w));
         return next(req, ctx);
     }
     /* a PostgreSQL reader this thread holds for the request goes back while it waits */
@@ -76,9 +76,14 @@ step_result request_write_then(request *req, write_job_fn fn, void *ctx, request
     return STEP_WAITING;
 }
 
+bool request_must_hand_off(const request *req)
+{
+    return req->runner && !req->may_block;
+}
+
 step_result request_blocking_then(request *req, request_step next, void *ctx)
 {
-    if (!req->runner || req->may_block)
+    if (!request_must_hand_off(req))
         return next(req, ctx);
     req->runner->on_worker(req, next, ctx);
     return STEP_WAITING;

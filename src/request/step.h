@@ -27,13 +27,27 @@ typedef struct request_runner {
     void (*on_worker)(request *req, request_step step, void *ctx);
 } request_runner;
 
-/* Runs fn(db, ctx) as a write job, then next(req, ctx) with req->write_rc set to what
- * store_write returns. Returns what the request's thread should return. When the request has no
- * answer yet, each run of fn starts with none (a batch may run its jobs again; see step.c); an
- * answer set before the job is left as it is, and fn must not answer then. */
+/* Runs fn(db, ctx) as a write job, then next(req, ctx) with req->write_result set to what it
+ * came to (write_result_of the job's code: the one mapping). Returns what the request's thread
+ * should return. When the request has no answer yet, each run of fn starts with none (a batch may
+ * run its jobs again; see step.c); an answer set before the job is left as it is, and fn must not
+ * answer then. */
 step_result request_write_then(request *req, write_job_fn fn, void *ctx, request_step next);
 /* Runs next(req, ctx) on a thread that may block: here when this one may. */
 step_result request_blocking_then(request *req, request_step next, void *ctx);
+/* Whether this thread must not block for req: a writer's or an HTTP thread of a request that
+ * has a runner. The one place that decides (see STEP_MAY_BLOCK). */
+bool request_must_hand_off(const request *req);
+/* A step that may block (a processor call, a pooled read, a synchronous write) says so, naming
+ * itself, before the part that blocks: STEP_MAY_BLOCK(req, this_step, ctx). Where it runs is
+ * decided here, not by the handler: on a thread that must not block, the step is handed to a
+ * worker and runs again from its start there, and this thread returns STEP_WAITING; on a
+ * worker, or without a runner (the recoverer, tests), it goes on at once. */
+#define STEP_MAY_BLOCK(req, step, ctx)                                                             \
+    do {                                                                                           \
+        if (request_must_hand_off(req))                                                            \
+            return request_blocking_then((req), (step), (ctx));                                    \
+    } while (0)
 /* Ends a wait that is not a write job (a processor's answer, started by the step that returned
  * STEP_WAITING): runs next(req, ctx) here, on a thread that must not block, as after a write job
  * (failure: what the wait met in the database, which the request's answer reads). */

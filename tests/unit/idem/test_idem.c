@@ -172,7 +172,7 @@ static int record_and_answer(db_conn *db, void *arg)
 
 static step_result note_committed(request *req, void *ctx)
 {
-    *(int *)ctx = req->write_rc;
+    *(int *)ctx = (int)req->write_result;
     return STEP_DONE;
 }
 

@@ -154,7 +154,7 @@ static void test_a_job_run_again_does_not_keep_an_earlier_runs_answer(void **sta
     write_in_a_batch_run_again(&h, reserve_on_second_run, &r);
 
     assert_int_equal(r.runs, 2);
-    assert_int_equal(h.req.write_rc, 0);
+    assert_int_equal(h.req.write_result, WRITE_OK);
     assert_int_equal(h.req.status, 0); /* the second run's: no answer yet, not the first's 409 */
     assert_int_equal(h.req.error, ERR_NONE);
     assert_int_equal(h.req.resp_header_count, 1);
@@ -184,7 +184,7 @@ static void test_an_answer_set_before_the_job_stays(void **state)
     write_in_a_batch_run_again(&h, write_only, &runs);
 
     assert_int_equal(runs, 2);
-    assert_int_equal(h.req.write_rc, 0);
+    assert_int_equal(h.req.write_result, WRITE_OK);
     assert_int_equal(h.req.status, 409);
     assert_int_equal(h.req.error, ERR_REQUEST_IN_PROGRESS);
     assert_string_equal(response_header(&h.req, "RateLimit-Limit"), "100");
