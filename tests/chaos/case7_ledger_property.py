@@ -2,18 +2,20 @@
 is killed -9 and its processor fails, then the books must add up.
 
 Clients (threads, each with its own random stream) pick operations at random: automatic charges
-(approved, declined, answers lost by the processor), refunds of a payment they were answered
-(partial or whole, some past what is left), transfers between the user's accounts (some past
-the balance), and same-key retries of an operation already answered, whose answer must come back
-the same. Every request is resent with its key until it is final, as a client would. Meanwhile
+(approved, declined, answers lost by the processor), authorizations (manual capture, docs/api.md
+§17) and their captures (partial or whole, final or not, some past what is capturable) and
+cancels, refunds of a payment they were answered (partial or whole, some past what is left),
+transfers between the user's accounts (some past the balance), and same-key retries of an
+operation already answered, whose answer must come back the same. Every request is resent with its key until it is final, as a client would. Meanwhile
 payd is killed -9 at random moments (at least --kills times). The processor is the builtin one
 (on SQLite: a kill takes it down with payd, in the middle of its own writes) or, with --sim,
 `payd processor-sim` failing a few per cent of calls before or after charging, itself killed now
 and then (`payd ledger verify` then asks it for each charge, one request each: the longer run
 stays on the builtin processor).
 
-At the end: every key settled, `payd ledger verify` with the processor's side (0 violations),
-no double charge and no orphaned charge at the processor, every payment a client was answered
+At the end: every key settled, `payd ledger verify` with the processor's side (0 violations:
+each hold's captured + released + capturable = amount, each capture and release recorded once on
+both sides), no double charge, no double capture and no orphaned charge at the processor, every payment a client was answered
 is stored, every retry answered what the first answer said. One line of figures.
 
     python3 tests/chaos/case7_ledger_property.py                 (SQLite, 100,000 operations)
@@ -34,7 +36,9 @@ SOURCES = ["tok_visa"] * 17 + ["tok_mastercard", "tok_chargeDeclined", "tok_lost
 # answers kept under their key and replayed (docs/idempotency.md); others release it
 STORED = (200, 201, 402, 409)
 # how often each operation is picked, in twentieths
-WEIGHTS = {"charge": 9, "refund": 4, "transfer": 4, "retry": 3}
+WEIGHTS = {"charge": 6, "authorize": 3, "capture": 2, "cancel": 1, "refund": 3, "transfer": 3,
+           "retry": 2}
+CANCEL_REASONS = ["requested_by_customer", "abandoned", "fraudulent", "duplicate"]
 
 
 class Session:
@@ -83,7 +87,8 @@ def client(n, urls, api_key, accounts, target, shared):
     rnd = random.Random(n)
     session = Session(urls, api_key)
     done = []  # (kind, path, body, idem, status, raw): answers this client can retry
-    paid = []  # (payment id, amount) of this client's succeeded payments
+    paid = []  # (payment id, amount) of this client's succeeded payments: refundable
+    holds = []  # (payment id, amount) of this client's authorizations: capturable, cancelable
     counts = shared["counts"]
     while not shared["stop"].is_set():
         with shared["lock"]:
@@ -91,7 +96,8 @@ def client(n, urls, api_key, accounts, target, shared):
                 return
             shared["ops"] += 1
         kind = rnd.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
-        if kind == "retry" and not done or kind == "refund" and not paid:
+        if kind == "retry" and not done or kind == "refund" and not paid or \
+                kind in ("capture", "cancel") and not holds:
             kind = "charge"
         if kind == "retry":
             was_kind, path, body, idem, status, raw = rnd.choice(done)
@@ -108,14 +114,25 @@ def client(n, urls, api_key, accounts, target, shared):
             counts["retry"] += 1
             continue
         idem = chaos.new_key()
-        if kind == "charge":
+        if kind in ("charge", "authorize"):
             path = "/v1/payments"
             body = {"account_id": rnd.choice(accounts), "amount": rnd.randrange(100, 5000),
                     "currency": "USD", "source": rnd.choice(SOURCES)}
+            if kind == "authorize":
+                body["capture_method"] = "manual"
+        elif kind == "capture":  # partial or whole, final or not; some past what is left
+            pid, amount = rnd.choice(holds)
+            path = f"/v1/payments/{pid}/capture"
+            body = {"amount_to_capture": rnd.randrange(1, amount + 1),
+                    "final_capture": rnd.random() < 0.5}
+        elif kind == "cancel":
+            pid, _ = rnd.choice(holds)
+            path = f"/v1/payments/{pid}/cancel"
+            body = {"cancellation_reason": rnd.choice(CANCEL_REASONS)}
         elif kind == "refund":
             pid, amount = rnd.choice(paid)
             path = f"/v1/payments/{pid}/refunds"
-            body = {"amount": rnd.randrange(1, amount + amount // 2)}
+            body = {"amount": rnd.randrange(1, amount + amount // 2 + 1)}
         else:
             src, dst = rnd.sample(accounts, 2)
             path = "/v1/transfers"
@@ -124,10 +141,17 @@ def client(n, urls, api_key, accounts, target, shared):
             idem = None
         status, _, raw = session.until_final("POST", path, body, idem, counts)
         counts[f"{kind}_{status}"] = counts.get(f"{kind}_{status}", 0) + 1
-        if kind == "charge" and status == 201:
-            paid.append((json.loads(raw)["id"], body["amount"]))
+        if kind in ("charge", "authorize") and status == 201:
+            (paid if kind == "charge" else holds).append((json.loads(raw)["id"], body["amount"]))
             with shared["lock"]:
                 shared["acked_payments"].add(json.loads(raw)["id"])
+        if kind == "capture" and status == 200:
+            captured = json.loads(raw)
+            paid.append((captured["id"], captured["amount_captured"]))
+            if captured["status"] != "requires_capture":
+                holds[:] = [h for h in holds if h[0] != captured["id"]]
+        if kind == "cancel" and status == 200:
+            holds[:] = [h for h in holds if h[0] != json.loads(raw)["id"]]
         if len(done) < 2000:
             done.append((kind, path, body, idem, status, raw))
         else:
@@ -200,10 +224,21 @@ def run(ops, kills, clients, pg, use_sim):
         per_charge[p[1]] = per_charge.get(p[1], 0) + 1
     double = sum(k - 1 for k in per_charge.values() if k > 1)
     orphans = len(net - set(per_charge))
+    # a double capture: the processor took more of a hold than payd recorded as captured
+    taken = {}
+    for charge, amount in books.processor_rows(
+            "SELECT charge_id, amount FROM processor_captures WHERE processor_key NOT LIKE '%:void'"):
+        taken[charge] = taken.get(charge, 0) + int(amount)
+    recorded = {r[0]: int(r[1]) for r in books.rows(
+        "SELECT processor_charge_id, amount_captured FROM payments WHERE capture_method = 'manual'")}
+    double_captures = sum(1 for charge, amount in taken.items() if amount > recorded.get(charge, 0))
+    holds_open = books.value("SELECT count(*) FROM payments WHERE status = 'requires_capture'")
     stored = {chaos._payment_id(p[0]) for p in payments}
     lost = len(shared["acked_payments"] - stored)
     if double:
         failures.append(f"{double} double charges")
+    if double_captures:
+        failures.append(f"{double_captures} holds the processor captured past payd's record")
     if orphans:
         failures.append(f"{orphans} orphaned charges at the processor")
     if lost:
@@ -217,7 +252,8 @@ def run(ops, kills, clients, pg, use_sim):
     line = {"ops": shared["ops"], "seconds": round(elapsed), "kills": node_kills,
             "processor_kills": sim_kills, "retried_answers": c["retried"],
             "same_key_retries": c["retry"], "double_charges": double, "orphans": orphans,
-            "lost_acks": lost, "changed_answers": len(shared["changed"])}
+            "lost_acks": lost, "changed_answers": len(shared["changed"]),
+            "double_captures": double_captures, "holds_open": holds_open}
     line.update(figures)
     line.update({k: v for k, v in sorted(c.items()) if k not in ("retried", "retry")})
     print(("case8" if pg else "case7") + ": " +
