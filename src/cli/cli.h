@@ -123,6 +123,8 @@ int run_listen(invocation *inv);
 /* resend.c: sending webhooks again */
 int run_events_resend(invocation *inv);
 int run_webhooks_recover(invocation *inv);
+/* trigger.c */
+int run_trigger(invocation *inv);
 
 /* output.c */
 /* Prints JSON text as one line (or indented when pretty); text that is not JSON as it is. */

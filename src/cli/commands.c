@@ -300,6 +300,13 @@ const command payctl_commands[] = {
                     "deliveries that failed at or after this RFC 3339 time"),
                 IDEMPOTENCY_KEY),
         run_webhooks_recover),
+    COMMAND_RUN_ON("trigger", "", "POST", PATHS("/v1/payments"), "event",
+                   "Test mode only: make the objects whose change fires EVENT (an account, then "
+                   "what the event needs: a payment, a capture, a refund, an order, a transfer, a "
+                   "reservation), printing each as a JSON line. A live key is refused.",
+                   OPTIONS(OPT("event", "TYPE", VALUE_STRING, TO_PAYCTL, NULL, true,
+                               "the event type, e.g. payment.captured")),
+                   run_trigger),
     COMMAND_RUN(
         "listen", "", "GET", PATHS("/v1/events"),
         "Follow /v1/events (a long-poll) and forward each event, signed, to a local URL. Its place "

@@ -34,6 +34,7 @@ COMMANDS = [
     "webhooks create", "webhooks list", "webhooks get", "webhooks delete", "webhooks deliveries",
     "webhooks rotate-secret",
     "webhooks recover",
+    "trigger",
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",
