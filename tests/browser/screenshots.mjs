@@ -1,6 +1,7 @@
 // Makes the screenshots of docs/dashboard.md: the real payd on a fresh database, a scene set
 // through the API (an account with payments, a webhook endpoint with a delivery sent twice, a
-// second API key, then a transfer to a second account), and each page of the dashboard in
+// second API key, then a transfer to a second account, then a test account seen with the test
+// key), and each page of the dashboard in
 // Debian's Chromium. Run it again after a
 // change to the page:
 //
@@ -90,6 +91,21 @@ try {
   await page.click('#balance-transactions');
   await page.locator('#txns-status[data-state=end]').waitFor();
   await page.screenshot({ path: shot('balance-transactions') });
+  // test mode: the same user's test key, with a test account and one test payment
+  const testAccount = server.createAccount(user, 'USD', 'Sandbox', 'test');
+  const testPay = await user.request('POST', '/v1/payments', {
+    key: user.testKey, idempotencyKey: crypto.randomUUID(),
+    body: { account_id: testAccount.id, amount: 4200, currency: 'USD', source: 'tok_visa', description: 'Test order' },
+  });
+  if (testPay.status !== 201) throw new Error(`test payment: ${testPay.status}`);
+  await page.click('#mode-switch');
+  await page.locator('#sign-in').waitFor({ state: 'visible' });
+  await page.fill('#api-key', user.testKey);
+  await page.keyboard.press('Enter');
+  await page.locator('#mode-banner').waitFor({ state: 'visible' });
+  await page.click('nav.views button[data-view=payments]');
+  await page.locator('#list-status[data-state=end]').waitFor();
+  await page.screenshot({ path: shot('test-mode'), clip: { x: 0, y: 0, width: 1280, height: 560 } });
   await sleep(0);
   console.log(`screenshots in ${OUT}`);
 } finally {
