@@ -433,14 +433,20 @@ static int settle_job_run(db_conn *db, void *arg)
                             "UPDATE idempotency_keys SET state = 'released', locked_at = 0, "
                             "response_status = NULL, response_location = NULL, "
                             "response_body = NULL, response_event = NULL "
-                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3 "
+                            "AND state = 'started'",
                             "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
     case KEY_UNLOCK:
         /* in doubt: locked_at now records when it was left, so the recoverer waits a lock
-         * timeout before finishing it, giving the client's own retry the first chance */
+         * timeout before finishing it, giving the client's own retry the first chance.
+         * Both this and the release apply only to a key still 'started': a commit that
+         * landed although its answer was lost (a session cut during COMMIT) completed the
+         * key under this same fence, and reopening it would let a retry record the charge a
+         * second time; it is answered from the key instead (WRITE_FENCED). */
         return FENCED_WRITE(db,
                             "UPDATE idempotency_keys SET state = 'in_doubt', locked_at = $4 "
-                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3",
+                            "WHERE user_id = $1 AND idem_key = $2 AND fence = $3 "
+                            "AND state = 'started'",
                             "isii", (int64_t)req->user.id, req->idem->key, req->idem->fence,
                             now_us());
     }

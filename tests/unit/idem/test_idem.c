@@ -81,6 +81,33 @@ static void test_a_settled_answer_is_replayed(void **state)
     node_close(&n);
 }
 
+/* The holder's record committed, but its session was cut during COMMIT, so it saw a failure
+ * and leaves the key in doubt (or releases it). The key was completed under the holder's own
+ * fence: reopening it would let a retry record the charge a second time. It stays completed
+ * and the holder answers what it holds. */
+static void test_a_key_completed_by_a_commit_that_looked_failed_is_not_reopened(void **state)
+{
+    (void)state;
+    key_disposition cleanups[] = {KEY_UNLOCK, KEY_RELEASE};
+    for (int i = 0; i < 2; i++) {
+        node n;
+        node_open(&n, 60 * 1000);
+        request *holder = keyed_request(&n, "k-landed", "{\"amount\":100}");
+        assert_true(claim_key(holder));
+        answer(holder, 201, "{\"id\":\"pay_1\"}");
+        idem_settle(holder, KEY_STORE);                             /* the commit that landed */
+        answer(holder, 503, "{\"code\":\"database_unavailable\"}"); /* what the holder saw */
+        idem_settle(holder, cleanups[i]);
+        key_state k = stored_key_row(&n, "k-landed");
+        assert_string_equal(k.state, "completed");
+        assert_int_equal(k.status, 201);
+        assert_int_equal(holder->status, 201);
+        assert_string_equal(holder->resp_body, "{\"id\":\"pay_1\"}");
+        request_free(holder);
+        node_close(&n);
+    }
+}
+
 static void test_a_released_key_is_claimed_again_for_the_same_operation(void **state)
 {
     (void)state;
@@ -229,6 +256,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_fresh_key_is_claimed_and_a_second_request_waits),
         cmocka_unit_test(test_a_settled_answer_is_replayed),
+        cmocka_unit_test(test_a_key_completed_by_a_commit_that_looked_failed_is_not_reopened),
         cmocka_unit_test(test_a_released_key_is_claimed_again_for_the_same_operation),
         cmocka_unit_test(test_a_holder_that_lost_its_key_stores_nothing),
         cmocka_unit_test(test_a_commit_by_a_holder_that_lost_its_key_is_undone),
