@@ -1,4 +1,5 @@
-/* The payd command line: serve, migrate, user, account, id, processor-sim, dev seed. */
+/* The payd command line: which command runs (the user, account, key and id commands are in
+ * server/admin_commands.c), migrate, backup and serve. */
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@
 #include "node/signals.h"
 #include "processor/http_processor.h"
 #include "processor/processor.h"
+#include "server/admin_commands.h"
+#include "server/command_line.h"
 #include "server/dev.h"
 #include "server/pipeline.h"
 #include "server/ledger_verify.h"
@@ -73,62 +76,12 @@ static void usage(FILE *out)
 }
 
 /* A tiny flag reader for the admin commands: --name value pairs after the positionals. */
-static const char *flag(int argc, char **argv, const char *name)
-{
-    for (int i = 0; i < argc - 1; i++)
-        if (!strcmp(argv[i], name))
-            return argv[i + 1];
-    return NULL;
-}
-
-static const char *db_url(int argc, char **argv)
-{
-    const char *url = flag(argc, argv, "--db");
-    if (!url)
-        url = getenv("PAYD_DB");
-    return url ? url : "./payd.db";
-}
-
-static store *open_store(int argc, char **argv)
-{
-    char err[512];
-    store_options opt = {.url = db_url(argc, argv), .max_batch = 256, .writer_conns = 2};
-    store *s = store_open(&opt, err, sizeof err);
-    if (!s)
-        fprintf(stderr, "payd: %s\n", err);
-    return s;
-}
-
-/* A row as the API shows it (its resource's writer), as text to free. */
-static char *row_text(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
-{
-    jsonw w;
-    jw_init(&w);
-    write_row(st, &w);
-    return jw_take(&w, NULL);
-}
-
-/* The same, printed on a line of its own. */
-static void print_row(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
-{
-    char *text = row_text(write_row, st);
-    puts(text);
-    free(text);
-}
-
-static void print_json(json_t *j)
-{
-    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-    puts(s);
-    free(s);
-    json_decref(j);
-}
 
 /* --status: where the schema is and what this binary needs, changing nothing. */
 static int migrate_status(int argc, char **argv)
 {
     char err[512];
-    db_conn *c = db_open(db_url(argc, argv), true, err, sizeof err);
+    db_conn *c = db_open(cli_db_url(argc, argv), true, err, sizeof err);
     if (!c) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
@@ -146,7 +99,7 @@ static int cmd_migrate(int argc, char **argv)
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--status"))
             return migrate_status(argc, argv);
-    store *s = open_store(argc, argv);
+    store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
     store_close(s);
@@ -157,376 +110,24 @@ static int cmd_migrate(int argc, char **argv)
 /* backup --to PATH: a consistent copy of a SQLite database while payd serves it. */
 static int cmd_backup(int argc, char **argv)
 {
-    const char *to = flag(argc, argv, "--to");
+    const char *to = cli_flag(argc, argv, "--to");
     if (!to) {
         fprintf(stderr, "payd: backup needs --to PATH (a file that does not exist yet)\n");
         return 2;
     }
     char err[512];
     backup_report r;
-    if (store_backup_sqlite(db_url(argc, argv), to, &r, err, sizeof err) != 0) {
+    if (store_backup_sqlite(cli_db_url(argc, argv), to, &r, err, sizeof err) != 0) {
         fprintf(stderr, "payd: %s\n", err);
         return 1;
     }
     char last[ID_STR_MAX] = "";
     if (r.last_payment)
         id_format(r.last_payment, "pay", last);
-    print_json(json_pack("{s:s, s:I, s:I, s:s?, s:f}", "path", to, "bytes", (json_int_t)r.bytes,
-                         "payments", (json_int_t)r.payments, "last_id",
-                         r.last_payment ? last : NULL, "seconds", r.seconds));
+    cli_print_json(json_pack("{s:s, s:I, s:I, s:s?, s:f}", "path", to, "bytes", (json_int_t)r.bytes,
+                             "payments", (json_int_t)r.payments, "last_id",
+                             r.last_payment ? last : NULL, "seconds", r.seconds));
     return 0;
-}
-
-typedef struct new_user {
-    uint64_t id, twin_id;
-    const char *name, *email, *rate_limit;
-    new_api_key *key, *test_key;
-    int64_t now;
-} new_user;
-
-/* The user, its test twin (docs/modes.md) and its first live and test keys, in one
- * transaction. */
-static int insert_user(db_conn *db, void *arg)
-{
-    new_user *u = arg;
-    uint64_t twin = 0;
-    if (db_exec(db,
-                "INSERT INTO users (id, name, email, api_key_hash, rate_limit, version, "
-                "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
-                "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
-                u->now) != DB_DONE ||
-        api_key_test_twin(db, u->id, u->twin_id, u->now, &twin) != DB_DONE || !twin)
-        return -1;
-    u->test_key->user = twin;
-    return api_key_store(db, u->key) == DB_DONE && api_key_store(db, u->test_key) == DB_DONE ? 0
-                                                                                             : -1;
-}
-
-/* --mode test|live (default live): false when it is anything else. */
-static bool mode_flag(int argc, char **argv, bool *test)
-{
-    const char *mode = flag(argc, argv, "--mode");
-    *test = mode && !strcmp(mode, "test");
-    return !mode || *test || !strcmp(mode, "live");
-}
-
-/* The command line leases a node id for its run, like a server, so its ids never meet one a
- * server (or another command running at the same moment) issues. */
-static id_generator cli_ids;
-static node_lease *cli_lease;
-
-static bool cli_lease_ids(store *s)
-{
-    char err[512];
-    id_generator_init(&cli_ids, 0, NULL, NULL);
-    cli_lease = lease_acquire(s, NODE_AUTO, &cli_ids, LEASE_COMMAND, err, sizeof err);
-    if (!cli_lease)
-        fprintf(stderr, "payd: %s\n", err);
-    return cli_lease != NULL;
-}
-
-/* The store, with a node id leased for the ids this command makes; NULL (said why) when either
- * fails. cli_close gives both back. */
-static store *open_store_for_ids(int argc, char **argv)
-{
-    store *s = open_store(argc, argv);
-    if (s && !cli_lease_ids(s)) {
-        store_close(s);
-        return NULL;
-    }
-    return s;
-}
-
-static void cli_close(store *s)
-{
-    lease_release(cli_lease);
-    cli_lease = NULL;
-    store_close(s);
-}
-
-static uint64_t cli_id(void)
-{
-    uint64_t id = 0;
-    id_next(&cli_ids, &id);
-    return id;
-}
-
-static int cmd_user_create(int argc, char **argv)
-{
-    if (argc < 1 || argv[0][0] == '-') {
-        fprintf(stderr, "usage: payd user create NAME [--email E] [--rate-limit R] --db URL\n");
-        return 2;
-    }
-    const char *rate = flag(argc, argv, "--rate-limit");
-    rate_spec r;
-    if (rate && parse_rate(rate, &r) != 0) {
-        fprintf(stderr, "payd: --rate-limit must look like 100/s, 6000/m or 1000/h\n");
-        return 2;
-    }
-    store *s = open_store_for_ids(argc, argv);
-    if (!s)
-        return 1;
-    new_api_key key, test_key;
-    new_user u = {.id = cli_id(),
-                  .twin_id = cli_id(),
-                  .name = argv[0],
-                  .email = flag(argc, argv, "--email"),
-                  .rate_limit = rate,
-                  .key = &key,
-                  .test_key = &test_key,
-                  .now = now_us()};
-    uint64_t key_id = cli_id(), test_key_id = cli_id();
-    api_key_generate(&key, key_id, u.id, u.id, false, NULL, created_at_of(key_id));
-    api_key_generate(&test_key, test_key_id, u.twin_id, u.id, true, NULL,
-                     created_at_of(test_key_id));
-    int rc = store_write(s, insert_user, &u);
-    cli_close(s);
-    if (rc != 0) {
-        fprintf(stderr, "payd: could not create the user\n");
-        return 1;
-    }
-    /* api_key stays the live key, so scripts written before modes keep working */
-    print_json(json_pack("{s:o, s:s, s:o, s:s, s:o}", "user_id", json_id("usr", u.id), "api_key",
-                         key.key, "key_id", json_id("key", key_id), "test_api_key", test_key.key,
-                         "test_key_id", json_id("key", test_key_id)));
-    return 0;
-}
-
-/* A user as operators know them: a test twin is no user of its own (docs/modes.md). */
-static bool user_exists(db_conn *db, uint64_t user)
-{
-    db_stmt *st =
-        db_query(db, "SELECT 1 FROM users WHERE id = $1 AND mode = 'live'", "i", (int64_t)user);
-    bool found = db_step(st) == DB_ROW;
-    db_done(st);
-    return found;
-}
-
-typedef struct new_account {
-    uint64_t id, user, twin_id; /* twin_id: made under, when a test account's user has none */
-    bool test;
-    char currency[4];
-    const char *name;
-    int64_t now;
-    bool user_found;
-    char *printed; /* the account as the API shows it */
-} new_account;
-
-static int insert_account(db_conn *db, void *arg)
-{
-    new_account *a = arg;
-    a->user_found = user_exists(db, a->user);
-    if (!a->user_found)
-        return -1;
-    uint64_t owner = a->user;
-    if (a->test &&
-        (api_key_test_twin(db, a->user, a->twin_id, a->now, &owner) != DB_DONE || !owner))
-        return -1;
-    db_stmt *st = account_insert(db, a->id, owner, a->currency, a->name, a->now);
-    bool inserted = db_step(st) == DB_ROW;
-    if (inserted) {
-        free(a->printed); /* a job may run again after a conflict */
-        a->printed = row_text(account_resource.write_row, st);
-    }
-    db_done(st);
-    return inserted ? 0 : -1;
-}
-
-static int cmd_account_create(int argc, char **argv)
-{
-    const char *user = flag(argc, argv, "--user"), *currency = flag(argc, argv, "--currency");
-    new_account a = {.name = flag(argc, argv, "--name")};
-    if (!user || !currency || id_parse(user, "usr", &a.user) != 0 ||
-        !mode_flag(argc, argv, &a.test)) {
-        fprintf(stderr, "usage: payd account create --user usr_... --currency USD [--name N] "
-                        "[--mode test|live] --db URL\n");
-        return 2;
-    }
-    if (!currency_normalize(currency, a.currency)) {
-        fprintf(stderr, "payd: --currency must be an active ISO 4217 currency code, such as USD\n");
-        return 2;
-    }
-    store *s = open_store_for_ids(argc, argv);
-    if (!s)
-        return 1;
-    a.id = cli_id();
-    a.twin_id = cli_id();
-    a.now = created_at_of(a.id);
-    int rc = store_write(s, insert_account, &a);
-    cli_close(s);
-    if (rc != 0) {
-        free(a.printed);
-        fprintf(stderr, "payd: %s\n",
-                a.user_found ? "could not create the account" : "no such user");
-        return 1;
-    }
-    puts(a.printed);
-    free(a.printed);
-    return 0;
-}
-
-static int cmd_id_decode(int argc, char **argv)
-{
-    const char *s = argc > 0 ? argv[0] : NULL;
-    const char *underscore = s ? strchr(s, '_') : NULL;
-    char prefix[ID_PREFIX_MAX + 1];
-    uint64_t id;
-    if (!underscore || (size_t)(underscore - s) > ID_PREFIX_MAX) {
-        fprintf(stderr, "usage: payd id decode ID (for example pay_0a1b2c3d4e5f6)\n");
-        return 2;
-    }
-    snprintf(prefix, sizeof prefix, "%.*s", (int)(underscore - s), s);
-    if (id_parse(s, prefix, &id) != 0) {
-        fprintf(stderr, "payd: '%s' is not a payd id\n", s);
-        return 1;
-    }
-    id_parts p = id_decode(id);
-    print_json(json_pack("{s:s, s:o, s:i, s:i}", "id", s, "timestamp", json_time(p.unix_ms * 1000),
-                         "node_id", p.node_id, "sequence", p.sequence));
-    return 0;
-}
-
-/* ---- key: several API keys per user (§13) ---- */
-
-typedef struct key_job {
-    new_api_key *key;
-    uint64_t twin_id; /* made under, when a test key's user has no test twin yet */
-    bool user_found;
-} key_job;
-
-static int insert_key_for_user(db_conn *db, void *arg)
-{
-    key_job *job = arg;
-    job->user_found = user_exists(db, job->key->owner);
-    if (!job->user_found)
-        return -1;
-    job->key->user = job->key->owner;
-    if (job->key->test && (api_key_test_twin(db, job->key->owner, job->twin_id,
-                                             job->key->created_at, &job->key->user) != DB_DONE ||
-                           !job->key->user))
-        return -1;
-    return api_key_store(db, job->key) == DB_DONE ? 0 : -1;
-}
-
-/* The --user flag as a user id; false when it is missing or not a usr_ id. */
-static bool user_flag(int argc, char **argv, uint64_t *user)
-{
-    const char *text = flag(argc, argv, "--user");
-    return text && id_parse(text, "usr", user) == 0;
-}
-
-static int cmd_key_create(int argc, char **argv)
-{
-    uint64_t user;
-    bool test;
-    if (!user_flag(argc, argv, &user) || !mode_flag(argc, argv, &test)) {
-        fprintf(stderr,
-                "usage: payd key create --user usr_... [--name N] [--mode test|live] --db URL\n");
-        return 2;
-    }
-    store *s = open_store_for_ids(argc, argv);
-    if (!s)
-        return 1;
-    new_api_key key;
-    uint64_t id = cli_id();
-    api_key_generate(&key, id, user, user, test, flag(argc, argv, "--name"), created_at_of(id));
-    key_job job = {.key = &key, .twin_id = cli_id()};
-    int rc = store_write(s, insert_key_for_user, &job);
-    cli_close(s);
-    if (rc != 0) {
-        fprintf(stderr, "payd: %s\n", job.user_found ? "could not create the key" : "no such user");
-        return 1;
-    }
-    print_json(json_pack("{s:o, s:s, s:o, s:s, s:s}", "key_id", json_id("key", id), "api_key",
-                         key.key, "user_id", json_id("usr", user), "prefix", key.prefix, "mode",
-                         test ? "test" : "live"));
-    return 0;
-}
-
-/* Every key of the user, oldest first, one JSON object a line (never the key or its hash). */
-static int cmd_key_list(int argc, char **argv)
-{
-    uint64_t user;
-    if (!user_flag(argc, argv, &user)) {
-        fprintf(stderr, "usage: payd key list --user usr_... --db URL\n");
-        return 2;
-    }
-    store *s = open_store(argc, argv);
-    if (!s)
-        return 1;
-    db_conn *db = store_reader(s);
-    int rc = 1;
-    if (!db) {
-        fprintf(stderr, "payd: the database is unavailable\n");
-    } else if (!user_exists(db, user)) {
-        fprintf(stderr, "payd: no such user\n");
-    } else {
-        db_stmt *st = db_query(db,
-                               "SELECT " API_KEY_COLUMNS " FROM api_keys "
-                               "WHERE COALESCE(owner_id, user_id) = $1 ORDER BY created_at, id",
-                               "i", (int64_t)user);
-        while (db_step(st) == DB_ROW)
-            print_row(write_api_key_row, st);
-        db_done(st);
-        rc = 0;
-    }
-    store_close(s);
-    return rc;
-}
-
-typedef struct revoke_job {
-    uint64_t key_id;
-    char *key; /* the key after the job, as the API shows it; NULL: no such key */
-} revoke_job;
-
-static int revoke_any_key(db_conn *db, void *arg)
-{
-    revoke_job *job = arg;
-    db_stmt *st = api_key_revoke(db, job->key_id, 0, now_us());
-    if (!st)
-        return -1;
-    free(job->key); /* a job may run again after a conflict */
-    job->key = db_step(st) == DB_ROW ? row_text(write_api_key_row, st) : NULL;
-    db_done(st);
-    return 0;
-}
-
-static int cmd_key_revoke(int argc, char **argv)
-{
-    revoke_job job = {0};
-    if (argc < 1 || id_parse(argv[0], "key", &job.key_id) != 0) {
-        fprintf(stderr, "usage: payd key revoke key_... --db URL\n");
-        return 2;
-    }
-    store *s = open_store(argc, argv);
-    if (!s)
-        return 1;
-    int rc = store_write(s, revoke_any_key, &job);
-    store_close(s);
-    if (rc != 0 || !job.key) {
-        free(job.key);
-        fprintf(stderr, "payd: %s\n", rc != 0 ? "could not revoke the key" : "no such key");
-        return 1;
-    }
-    puts(job.key);
-    free(job.key);
-    return 0;
-}
-
-static int cmd_key(int argc, char **argv)
-{
-    const char *sub = argc > 0 ? argv[0] : "";
-    if (!strcmp(sub, "create"))
-        return cmd_key_create(argc - 1, argv + 1);
-    if (!strcmp(sub, "list"))
-        return cmd_key_list(argc - 1, argv + 1);
-    if (!strcmp(sub, "revoke"))
-        return cmd_key_revoke(argc - 1, argv + 1);
-    fprintf(stderr,
-            "payd: unknown command 'key %s'\n"
-            "usage: payd key create|list|revoke (payd --help)\n",
-            sub);
-    return 2;
 }
 
 /* ---- serve ---- */

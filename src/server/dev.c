@@ -11,18 +11,11 @@
 #include "api/routes.h"
 #include "request/route.h"
 #include "core/timefmt.h"
+#include "server/command_line.h"
 #include "store/store.h"
 
 #define SEED_NODE_ID    1022
 #define ROWS_PER_COMMIT 50000
-
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 0; i < argc - 1; i++)
-        if (!strcmp(argv[i], name))
-            return argv[i + 1];
-    return NULL;
-}
 
 /* The seeded history ends now and goes back one millisecond per payment, so ids and
  * created_at agree and the rows look like a long-running account. */
@@ -34,11 +27,9 @@ static int64_t seed_clock(void *ctx)
 
 int dev_seed_main(int argc, char **argv)
 {
-    const char *account = arg_value(argc, argv, "--account"),
-               *count_s = arg_value(argc, argv, "--count");
-    const char *url = arg_value(argc, argv, "--db");
-    if (!url)
-        url = getenv("PAYD_DB") ? getenv("PAYD_DB") : "./payd.db";
+    const char *account = cli_flag(argc, argv, "--account"),
+               *count_s = cli_flag(argc, argv, "--count");
+    const char *url = cli_db_url(argc, argv);
     uint64_t account_id;
     long long count = count_s ? atoll(count_s) : 0;
     if (!account || id_parse(account, "acct", &account_id) != 0 || count < 1) {
@@ -172,10 +163,10 @@ static void *bench_writer(void *arg)
 
 int dev_store_bench_main(int argc, char **argv)
 {
-    const char *url = arg_value(argc, argv, "--db");
-    const char *threads_s = arg_value(argc, argv, "--threads"),
-               *jobs_s = arg_value(argc, argv, "--jobs");
-    const char *batch_s = arg_value(argc, argv, "--max-batch");
+    const char *url = cli_flag(argc, argv, "--db");
+    const char *threads_s = cli_flag(argc, argv, "--threads"),
+               *jobs_s = cli_flag(argc, argv, "--jobs");
+    const char *batch_s = cli_flag(argc, argv, "--max-batch");
     int threads = threads_s ? atoi(threads_s) : 64;
     long long jobs = jobs_s ? atoll(jobs_s) : 50000;
     int max_batch = batch_s ? atoi(batch_s) : 256;

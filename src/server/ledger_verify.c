@@ -12,6 +12,7 @@
 #include "core/jsonw.h"
 #include "idem/idem.h"
 #include "server/ledger_processor.h"
+#include "server/command_line.h"
 #include "store/store.h"
 
 #define CHECK_COLUMNS 5
@@ -342,14 +343,6 @@ static void write_figures(db_conn *db, jsonw *w)
     jw_object_end(w);
 }
 
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 0; i < argc - 1; i++)
-        if (!strcmp(argv[i], name))
-            return argv[i + 1];
-    return NULL;
-}
-
 /* Every check in one read snapshot; the JSON on out. Returns the violations, or -1. */
 static int64_t verify(db_conn *db, const char *processor, jsonw *w)
 {
@@ -396,10 +389,10 @@ static int64_t verify(db_conn *db, const char *processor, jsonw *w)
 
 int ledger_verify_main(int argc, char **argv)
 {
-    const char *url = arg_value(argc, argv, "--db");
+    const char *url = cli_flag(argc, argv, "--db");
     if (!url)
         url = getenv("PAYD_DB");
-    const char *processor = arg_value(argc, argv, "--processor");
+    const char *processor = cli_flag(argc, argv, "--processor");
     if (!processor)
         processor = "builtin";
     if (!url) {

@@ -7,6 +7,7 @@
 #include "core/ids.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
+#include "server/command_line.h"
 #include "store/store.h"
 
 /* What `user list` shows of a user: never a key, a key's hash or its prefix. A user's test twin
@@ -16,27 +17,6 @@
     "u.id, u.name, u.email, u.created_at, u.disabled_at, "                                         \
     "(SELECT COUNT(*) FROM api_keys k WHERE COALESCE(k.owner_id, k.user_id) = u.id "               \
     "AND k.status = 'active')"
-
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 0; i < argc - 1; i++)
-        if (!strcmp(argv[i], name))
-            return argv[i + 1];
-    return NULL;
-}
-
-static store *open_store(int argc, char **argv)
-{
-    const char *url = arg_value(argc, argv, "--db");
-    if (!url)
-        url = getenv("PAYD_DB") ? getenv("PAYD_DB") : "./payd.db";
-    char err[512];
-    store_options opt = {.url = url, .max_batch = 1, .writer_conns = 1};
-    store *s = store_open(&opt, err, sizeof err);
-    if (!s)
-        fprintf(stderr, "payd: %s\n", err);
-    return s;
-}
 
 static void write_user_json(db_stmt *st, jsonw *w)
 {
@@ -98,13 +78,13 @@ static void print_user_row(db_stmt *st)
 /* payd user list [--format jsonl|table]: every user, oldest first. */
 static int user_list(int argc, char **argv)
 {
-    const char *format = arg_value(argc, argv, "--format");
+    const char *format = cli_flag(argc, argv, "--format");
     bool table = format && !strcmp(format, "table");
     if (format && !table && strcmp(format, "jsonl") != 0) {
         fprintf(stderr, "usage: payd user list [--format jsonl|table] --db URL\n");
         return 2;
     }
-    store *s = open_store(argc, argv);
+    store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
     db_conn *db = store_reader(s);
@@ -164,7 +144,7 @@ static int user_set_disabled(int argc, char **argv, bool disable)
         fprintf(stderr, "usage: payd user %s usr_... --db URL\n", disable ? "disable" : "enable");
         return 2;
     }
-    store *s = open_store(argc, argv);
+    store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
     int rc = store_write(s, set_disabled, &job);
