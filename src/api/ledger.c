@@ -83,9 +83,11 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
     return rc;
 }
 
-static db_status post_two(db_conn *db, app *a, ledger_entry *e)
+/* Numbers the entry and posts it; an entry that names no line count has two. */
+static db_status post_entry(db_conn *db, app *a, ledger_entry *e)
 {
-    e->count = 2;
+    if (!e->count)
+        e->count = 2;
     if (!ledger_number(e, a)) {
         db_note_failure(DB_FAILURE_UNAVAILABLE);
         return DB_ERROR;
@@ -102,7 +104,7 @@ db_status ledger_post_charge(db_conn *db, app *a, uint64_t user, uint64_t paymen
                       .currency = currency,
                       .line = {{.account = account, .book = BOOK_AVAILABLE, .amount = amount},
                                {.book = BOOK_PROCESSOR, .amount = -amount}}};
-    return post_two(db, a, &e);
+    return post_entry(db, a, &e);
 }
 
 db_status ledger_post_refund(db_conn *db, app *a, uint64_t user, uint64_t refund, uint64_t account,
@@ -114,7 +116,7 @@ db_status ledger_post_refund(db_conn *db, app *a, uint64_t user, uint64_t refund
                       .currency = currency,
                       .line = {{.account = account, .book = BOOK_AVAILABLE, .amount = -amount},
                                {.book = BOOK_PROCESSOR, .amount = amount}}};
-    return post_two(db, a, &e);
+    return post_entry(db, a, &e);
 }
 
 db_status ledger_post_transfer(db_conn *db, app *a, uint64_t user, uint64_t transfer, uint64_t from,
@@ -126,7 +128,7 @@ db_status ledger_post_transfer(db_conn *db, app *a, uint64_t user, uint64_t tran
                       .currency = currency,
                       .line = {{.account = from, .book = BOOK_AVAILABLE, .amount = -amount},
                                {.account = to, .book = BOOK_AVAILABLE, .amount = amount}}};
-    return post_two(db, a, &e);
+    return post_entry(db, a, &e);
 }
 
 /* §17: a hold and what becomes of it; the source of each is the payment */
@@ -139,7 +141,7 @@ db_status ledger_post_authorization(db_conn *db, app *a, uint64_t user, uint64_t
                       .currency = currency,
                       .line = {{.account = account, .book = BOOK_PENDING, .amount = amount},
                                {.book = BOOK_HOLDS, .amount = -amount}}};
-    return post_two(db, a, &e);
+    return post_entry(db, a, &e);
 }
 
 db_status ledger_post_capture(db_conn *db, app *a, uint64_t user, uint64_t payment,
@@ -154,11 +156,7 @@ db_status ledger_post_capture(db_conn *db, app *a, uint64_t user, uint64_t payme
                                {.book = BOOK_HOLDS, .amount = amount},
                                {.account = account, .book = BOOK_AVAILABLE, .amount = amount},
                                {.book = BOOK_PROCESSOR, .amount = -amount}}};
-    if (!ledger_number(&e, a)) {
-        db_note_failure(DB_FAILURE_UNAVAILABLE);
-        return DB_ERROR;
-    }
-    return ledger_post(db, &e);
+    return post_entry(db, a, &e);
 }
 
 db_status ledger_post_release(db_conn *db, app *a, uint64_t user, uint64_t payment,
@@ -170,7 +168,7 @@ db_status ledger_post_release(db_conn *db, app *a, uint64_t user, uint64_t payme
                       .currency = currency,
                       .line = {{.account = account, .book = BOOK_PENDING, .amount = -amount},
                                {.book = BOOK_HOLDS, .amount = amount}}};
-    return post_two(db, a, &e);
+    return post_entry(db, a, &e);
 }
 
 /* ---- GET /v1/accounts/{id}/balance ---- */
