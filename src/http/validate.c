@@ -6,11 +6,6 @@
 
 #include "http/schema.h"
 
-/* Headers whose repetition would make two parts of the server read two different values. */
-static const char *const singleton_headers[] = {
-    "Authorization", "Idempotency-Key", "If-Match", "If-None-Match",
-    "Content-Type",  "Content-Length",  NULL};
-
 static bool name_is(const http_field *f, const char *name)
 {
     return f->name_len == strlen(name) && !strncasecmp(f->name, name, f->name_len);
@@ -46,14 +41,15 @@ static bool refuse(edge_verdict *v, http_refusal err, const http_field *f, const
     return false;
 }
 
-bool edge_check_headers(const http_field *h, size_t n, edge_verdict *v)
+bool edge_check_headers(const http_field *h, size_t n, const char *const *singletons,
+                        edge_verdict *v)
 {
     v->err = HTTP_REFUSAL_NONE;
     for (size_t i = 0; i < n; i++) {
         if (h[i].cut_at_nul || (h[i].value && has_control_byte(h[i].value, h[i].value_len)))
             return refuse(v, HTTP_REFUSAL_INVALID_HEADER, &h[i],
                           "a header value holds a NUL or other control byte");
-        for (const char *const *s = singleton_headers; *s; s++) {
+        for (const char *const *s = singletons; *s; s++) {
             if (!name_is(&h[i], *s))
                 continue;
             for (size_t j = 0; j < i; j++)

@@ -24,8 +24,11 @@ typedef struct edge_verdict {
     const char *detail;
 } edge_verdict;
 
-/* Headers: the singletons at most once, no NUL or other control byte in any value. */
-bool edge_check_headers(const http_field *headers, size_t n, edge_verdict *v);
+/* Headers: each name of singletons (a NULL-terminated list the caller keeps: the headers whose
+ * repetition would let two readers see two values) at most once, no NUL or other control byte
+ * in any value. */
+bool edge_check_headers(const http_field *headers, size_t n, const char *const *singletons,
+                        edge_verdict *v);
 /* What decides where the message ends, checked before the body is read (the caller answers
  * 400 and closes, so the bytes after the headers are never read as a body or a next request):
  * every header name a token (no space before the colon), Host at most once, Transfer-Encoding

@@ -3,6 +3,10 @@
 #include "http/schema.h"
 #include "request/route.h"
 
+const char *const request_singleton_headers[] = {
+    "Authorization", "Idempotency-Key", "If-Match", "If-None-Match",
+    "Content-Type",  "Content-Length",  NULL};
+
 static const char *lookup_query(void *ctx, const char *name)
 {
     return request_query(ctx, name);

@@ -396,7 +396,7 @@ static bool edge_checks_or_reply(request *req)
         return false;
     }
     edge_verdict v;
-    if (!edge_check_headers(fields, n, &v)) {
+    if (!edge_check_headers(fields, n, request_singleton_headers, &v)) {
         reply_verdict(req, &v);
         return false;
     }

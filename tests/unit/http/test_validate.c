@@ -16,15 +16,18 @@
         name, sizeof name - 1, value, sizeof value - 1, false                                      \
     }
 
+/* The caller's list: http/ names no header of its own. */
+static const char *const singletons[] = {"Authorization", "Idempotency-Key", NULL};
+
 static void test_singletons_once(void **state)
 {
     (void)state;
     edge_verdict v;
     http_field ok[] = {F("Host", "x"), F("Authorization", "Bearer a"), F("X-Tag", "1"),
                        F("X-Tag", "2")};
-    assert_true(edge_check_headers(ok, 4, &v));
+    assert_true(edge_check_headers(ok, 4, singletons, &v));
     http_field twice[] = {F("Authorization", "Bearer a"), F("authorization", "Bearer b")};
-    assert_false(edge_check_headers(twice, 2, &v));
+    assert_false(edge_check_headers(twice, 2, singletons, &v));
     assert_int_equal(v.err, HTTP_REFUSAL_INVALID_HEADER);
     assert_string_equal(v.param, "authorization");
 }
@@ -34,14 +37,14 @@ static void test_control_bytes_and_cut_values(void **state)
     (void)state;
     edge_verdict v;
     http_field nul[] = {F("Idempotency-Key", "order-1\0a")};
-    assert_false(edge_check_headers(nul, 1, &v));
+    assert_false(edge_check_headers(nul, 1, singletons, &v));
     assert_string_equal(v.param, "Idempotency-Key");
     http_field tab[] = {F("X-A", "a\tb")};
-    assert_true(edge_check_headers(tab, 1, &v));
+    assert_true(edge_check_headers(tab, 1, singletons, &v));
     http_field del[] = {F("X-A", "a\x7f")};
-    assert_false(edge_check_headers(del, 1, &v));
+    assert_false(edge_check_headers(del, 1, singletons, &v));
     http_field cut[] = {{"Idempotency-Key", 15, "order-1", 7, true}};
-    assert_false(edge_check_headers(cut, 1, &v));
+    assert_false(edge_check_headers(cut, 1, singletons, &v));
 }
 
 static void test_query_declared_once_clean(void **state)
