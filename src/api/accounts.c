@@ -31,7 +31,7 @@ const resource account_resource = {
     RESOURCE_TABLE("accounts", ACCOUNT_COLUMNS, "user_id"),
     .id_prefix = "acct",
     .path = "/v1/accounts/",
-    .version_index = 4,
+    .version_column = "version",
     .write_row = write_account_row,
 };
 
@@ -94,9 +94,8 @@ void accounts_get(request *req)
 
 static const list_query accounts_list_query = {
     .name = "accounts",
-    .select = "SELECT " ACCOUNT_COLUMNS " FROM accounts",
+    .of = &account_resource,
     .parent_column = "user_id",
-    .write_row = write_account_row,
 };
 
 void accounts_list(request *req)

@@ -125,10 +125,9 @@ static const resource api_key_resource = {
 
 static const list_query api_keys_list_query = {
     .name = "api_keys",
-    .select = "SELECT " API_KEY_COLUMNS " FROM api_keys",
+    .of = &api_key_resource,
     .parent_column = "user_id",
     .status_column = "status",
-    .write_row = write_api_key_row,
 };
 
 void api_keys_list(request *req)

@@ -97,13 +97,12 @@ static const resource event_resource = {
 
 static const list_query events_list_query = {
     .name = "events",
-    .select = "SELECT " EVENT_COLUMNS " FROM events",
+    .of = &event_resource,
     .parent_column = "user_id",
     .status_column = "type",
     .status_param = "type",
     .status_list = true,
     .time_column = "created_at",
-    .write_row = write_event_row,
 };
 
 /* GET /v1/events?wait=N: an empty page waits, parked in the registry (api/event_waiters.h),

@@ -42,7 +42,7 @@ const resource order_resource = {
     RESOURCE_TABLE("orders", ORDER_COLUMNS, "user_id"),
     .id_prefix = "ord",
     .path = "/v1/orders/",
-    .version_index = 6,
+    .version_column = "version",
     .write_row = write_order_row,
 };
 
@@ -154,10 +154,9 @@ void orders_get(request *req)
 
 static const list_query orders_list_query = {
     .name = "orders",
-    .select = "SELECT " ORDER_COLUMNS " FROM orders",
+    .of = &order_resource,
     .parent_column = "user_id",
     .status_column = "status",
-    .write_row = write_order_row,
 };
 
 void orders_list(request *req)

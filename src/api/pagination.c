@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/common.h"
+#include "api/resource.h"
 #include "core/cursor.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
@@ -97,6 +98,10 @@ static char *write_cursor(request *req, jsonw *w, bool exists, uint8_t direction
 
 static void write_row(const list_query *q, db_stmt *st, jsonw *w)
 {
+    if (q->of) {
+        q->of->write_row(st, w);
+        return;
+    }
     if (q->write_row) {
         q->write_row(st, w);
         return;
@@ -141,24 +146,13 @@ static void link_header(request *req, const list_query *q, const list_params *f,
         reply_header(req, "Link", link);
 }
 
-/* Where `column` sits among the columns of "SELECT a, b, c FROM ...", as written there (no
- * column here holds a comma inside parentheses); -1 when it is not selected. */
-static int column_position(const char *select, const char *column)
+/* The list's "SELECT <columns> FROM <table>": its resource's, or its own. */
+static const char *list_select(const list_query *q, char *buf, size_t size)
 {
-    const char *p = select + strlen("SELECT "), *end = strstr(select, " FROM ");
-    size_t want = strlen(column);
-    for (int index = 0; p && end && p < end; index++) {
-        while (*p == ' ')
-            p++;
-        const char *stop = memchr(p, ',', (size_t)(end - p));
-        const char *last = stop ? stop : end;
-        while (last > p && last[-1] == ' ')
-            last--;
-        if ((size_t)(last - p) == want && !memcmp(p, column, want))
-            return index;
-        p = stop ? stop + 1 : NULL;
-    }
-    return -1;
+    if (!q->of)
+        return q->select;
+    snprintf(buf, size, "SELECT %s FROM %s", q->of->columns, q->of->table);
+    return buf;
 }
 
 int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
@@ -186,7 +180,9 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     bool backwards = cursor && at.direction == CURSOR_PREV;
     const char *created = q->created_column ? q->created_column : "created_at";
     const char *idcol = q->id_column ? q->id_column : "id";
-    int created_at = column_position(q->select, created), id_at = column_position(q->select, idcol);
+    char select_buf[768];
+    const char *select = list_select(q, select_buf, sizeof select_buf);
+    int created_at = column_position(select, created), id_at = column_position(select, idcol);
     if (created_at < 0 ||
         id_at < 0) { /* a list defined without its sort key: a programming error */
         reply_error(req, ERR_INTERNAL, "the list cannot be paged");
@@ -196,7 +192,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     char sql[1024];
     db_value params[8 + LIST_MAX_FILTER_VALUES];
     int n = 0;
-    snprintf(sql, sizeof sql, "%s WHERE %s = $1", q->select, q->parent_column);
+    snprintf(sql, sizeof sql, "%s WHERE %s = $1", select, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
     add_filters(req, sql, sizeof sql, params, &n, q, f);
     size_t len = strlen(sql);

@@ -54,10 +54,14 @@ typedef struct list_params {
     }
 
 struct jsonw;
+struct resource;
 
 typedef struct list_query {
-    const char *name;          /* bound into cursors: a cursor of one list fails on another */
-    const char *select;        /* "SELECT <columns> FROM <tables>" */
+    const char *name; /* bound into cursors: a cursor of one list fails on another */
+    /* The rows: a resource's own table, columns and row writer (its GET's), or, for a list that
+     * joins, its own select ("SELECT <columns> FROM <tables>") and writer. */
+    const struct resource *of;
+    const char *select;
     const char *parent_column; /* "account_id": the list's parent */
     /* the sort key; default created_at, id. Both must be among the selected columns, as written
      * there: their positions are found in select, never kept by hand. */
@@ -68,8 +72,8 @@ typedef struct list_query {
     const char *time_column;   /* non-NULL: created_gte / created_lt filter on it */
     const char *source_column; /* non-NULL: ?source= filters on it (checked by the handler) */
     const char *condition;     /* non-NULL: ANDed to every page's WHERE (a partial index's) */
-    /* The row as JSON: write_row writes it straight into the page (fast); lists without one
-     * build it with to_json. */
+    /* The row as JSON when there is no resource: write_row writes it straight into the page
+     * (fast); lists without one build it with to_json. */
     void (*write_row)(db_stmt *st, struct jsonw *w);
     json_t *(*to_json)(db_stmt *st);
 } list_query;

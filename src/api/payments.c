@@ -568,11 +568,10 @@ void payments_get(request *req)
 
 static const list_query payments_list_query = {
     .name = "payments",
-    .select = "SELECT " PAYMENT_COLUMNS " FROM payments",
+    .of = &payment_resource,
     .parent_column = "account_id",
     .status_column = "status",
     .time_column = "created_at",
-    .write_row = write_payment_row,
 };
 
 void payments_list(request *req)

@@ -37,8 +37,8 @@ static const resource product_resource = {
     RESOURCE_TABLE("products", PRODUCT_COLUMNS, "user_id"),
     .id_prefix = "prod",
     .path = "/v1/products/",
-    .key_index = 1,
-    .version_index = 4,
+    .key_column = "sku",
+    .version_column = "version",
     .write_row = write_product_row,
 };
 

@@ -392,9 +392,8 @@ void refunds_recover(request *req)
 
 static const list_query refunds_list_query = {
     .name = "refunds",
-    .select = "SELECT " REFUND_COLUMNS " FROM refunds",
+    .of = &refund_resource,
     .parent_column = "payment_id",
-    .write_row = write_refund_row,
 };
 
 void refunds_list(request *req)

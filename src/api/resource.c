@@ -3,13 +3,47 @@
 #include "api/resource.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "api/common.h"
 #include "idem/idem.h"
 
+int column_position(const char *columns, const char *column)
+{
+    const char *p = columns, *end = strstr(columns, " FROM ");
+    if (!strncmp(p, "SELECT ", strlen("SELECT ")))
+        p += strlen("SELECT ");
+    if (!end)
+        end = columns + strlen(columns);
+    size_t want = strlen(column);
+    for (int index = 0; p && end && p < end; index++) {
+        while (*p == ' ')
+            p++;
+        const char *stop = memchr(p, ',', (size_t)(end - p));
+        const char *last = stop ? stop : end;
+        while (last > p && last[-1] == ' ')
+            last--;
+        if ((size_t)(last - p) == want && !memcmp(p, column, want))
+            return index;
+        p = stop ? stop + 1 : NULL;
+    }
+    return -1;
+}
+
+/* The positions of the key and the version among the columns (-1: the row has none). */
+static int key_position(const resource *r)
+{
+    return r->key_column ? column_position(r->columns, r->key_column) : -1;
+}
+
+static int version_position(const resource *r)
+{
+    return r->version_column ? column_position(r->columns, r->version_column) : -1;
+}
+
 void resource_headers(request *req, const resource *r, int status, const char *key, int64_t version)
 {
-    if (r->version_index) {
+    if (r->version_column) {
         char etag[ETAG_STR_MAX];
         etag_of(version, etag);
         reply_header(req, "ETag", etag);
@@ -26,11 +60,12 @@ static void row_headers(request *req, const resource *r, db_stmt *st, int status
 {
     char id[ID_STR_MAX];
     const char *key = id;
-    if (r->key_index)
-        key = db_text(st, r->key_index);
+    int key_at = key_position(r), version_at = version_position(r);
+    if (key_at > 0)
+        key = db_text(st, key_at);
     else
         id_format((uint64_t)db_int(st, 0), r->id_prefix, id);
-    resource_headers(req, r, status, key, r->version_index ? db_int(st, r->version_index) : 0);
+    resource_headers(req, r, status, key, version_at > 0 ? db_int(st, version_at) : 0);
 }
 
 void resource_reply(request *req, const resource *r, db_stmt *st, int status)
@@ -53,7 +88,7 @@ void resource_answer_get(request *req, const resource *r, db_stmt *st)
 {
     if (db_step(st) != DB_ROW) {
         reply_missing(req, r);
-    } else if (r->version_index && etag_not_modified(req, db_int(st, r->version_index))) {
+    } else if (r->version_column && etag_not_modified(req, db_int(st, version_position(r)))) {
         row_headers(req, r, st, 304);
         reply_raw(req, 304, "", 0);
     } else {
@@ -166,10 +201,10 @@ int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool 
         reply_missing(req, r);
     } else if (applied) {
         resource_reply(req, r, st, 200);
-    } else if (expected == 0 || db_int(st, r->version_index) == expected) {
+    } else if (expected == 0 || db_int(st, version_position(r)) == expected) {
         rc = DB_BUSY;
     } else {
-        reply_version_conflict(req, from_if_match, db_int(st, r->version_index));
+        reply_version_conflict(req, from_if_match, db_int(st, version_position(r)));
     }
     db_done(st);
     return rc;

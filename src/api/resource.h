@@ -20,16 +20,16 @@
 #include "store/store.h"
 
 typedef struct resource {
-    const char *noun;      /* "payment": a 404 says "no such payment" */
-    const char *table;     /* "payments" */
-    const char *columns;   /* what write_row reads, in its order; the id first */
-    const char *owner;     /* "user_id": a caller sees only the rows it owns */
-    const char *get_sql;   /* the GET by id, made of the three above (RESOURCE_TABLE) */
-    const char *id_prefix; /* "pay" */
-    const char *path;      /* "/v1/payments/": a 201's Location is this and the row's key; NULL:
-                            * the contract gives none */
-    int key_index;         /* the column Location names: 0, the id (a product: its sku) */
-    int version_index;     /* the version column, served as the ETag; 0: none (0 is the id) */
+    const char *noun;       /* "payment": a 404 says "no such payment" */
+    const char *table;      /* "payments" */
+    const char *columns;    /* what write_row reads, in its order; the id first */
+    const char *owner;      /* "user_id": a caller sees only the rows it owns */
+    const char *get_sql;    /* the GET by id, made of the three above (RESOURCE_TABLE) */
+    const char *id_prefix;  /* "pay" */
+    const char *path;       /* "/v1/payments/": a 201's Location is this and the row's key; NULL:
+                             * the contract gives none */
+    const char *key_column; /* the column Location names (a product: "sku"); NULL: the id */
+    const char *version_column; /* the column served as the ETag ("version"); NULL: none */
     void (*write_row)(db_stmt *st, jsonw *w); /* the row st is on, as the contract shows it */
 } resource;
 
@@ -38,6 +38,11 @@ typedef struct resource {
 #define RESOURCE_TABLE(table_, columns_, owner_)                                                   \
     .table = table_, .columns = columns_, .owner = owner_,                                         \
     .get_sql = "SELECT " columns_ " FROM " table_ " WHERE id = $1 AND " owner_ " = $2"
+
+/* Where `column` sits among "a, b, c" or the columns of "SELECT a, b, c FROM …", as written
+ * there (no column holds a comma inside parentheses); -1 when it is not there. Positions are
+ * found by name, never kept by hand. */
+int column_position(const char *columns, const char *column);
 
 /* GET by the id in path parameter 0: the caller's row (resource_answer_get), else 404. */
 void resource_get(request *req, const resource *r);

@@ -28,7 +28,7 @@ static const resource user_resource = {
     .noun = "user",
     RESOURCE_TABLE("users", USER_COLUMNS, "id"),
     .id_prefix = "usr",
-    .version_index = 3,
+    .version_column = "version",
     .write_row = write_user_row,
 };
 

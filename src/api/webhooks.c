@@ -222,9 +222,8 @@ void webhooks_get(request *req)
 
 static const list_query endpoints_list_query = {
     .name = "webhook_endpoints",
-    .select = "SELECT " ENDPOINT_COLUMNS " FROM webhook_endpoints",
+    .of = &endpoint_resource,
     .parent_column = "user_id",
-    .write_row = webhook_endpoint_write,
 };
 
 void webhooks_list(request *req)
