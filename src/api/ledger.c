@@ -251,10 +251,9 @@ void balance_transactions_get(request *req)
 /* The caller's balance transactions, and one account's: the same list with another parent. */
 #define TXN_LIST(list_name, parent)                                                                \
     {                                                                                              \
-        .name = list_name, .select = "SELECT " TXN_COLUMNS " FROM journal_lines",                  \
-        .parent_column = parent, .condition = "account_id IS NOT NULL", .status_column = "type",   \
-        .status_param = "type", .time_column = "created_at", .source_column = "source_id",         \
-        .write_row = write_txn_row,                                                                \
+        .name = list_name, .of = &txn_resource, .parent_column = parent,                           \
+        .condition = "account_id IS NOT NULL", .status_column = "type", .status_param = "type",    \
+        .time_column = "created_at", .source_column = "source_id",                                 \
     }
 static const list_query user_txns_query = TXN_LIST("balance_transactions", "user_id");
 static const list_query account_txns_query = TXN_LIST("account_balance_transactions", "account_id");
