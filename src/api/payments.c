@@ -573,6 +573,7 @@ static const list_query payments_list_query = {
     .status_column = "status",
     .time_column = "created_at",
     .write_row = write_payment_row,
+    .id_bounds = true, /* created_at_of(id); partitioned by id on PostgreSQL */
 };
 
 void payments_list(request *req)
