@@ -154,6 +154,37 @@ def test_month_partitions_lookup_page_and_retention(fresh_server):
     # the LIMIT stopped each walk: 11 rows and at most one more read per partition
     assert top["Actual Rows"] == 11
     assert sum(n["Actual Rows"] for n in scans) <= 11 + len(scans), scans
+    # ...and with the redundant id bound payd adds (created_at is its id's millisecond), the
+    # months after the cursor's are left out: here the live month and the two ahead
+    cursor_ms = cursor_at // 1000
+    bound = (cursor_ms + 1 - PAYD_EPOCH_MS) << 22
+    top, nodes = plan(s, f"SELECT id FROM payments WHERE account_id = {account_id} AND"
+                         f" (created_at, id) < ({cursor_at}, {cursor_id}) AND id < {bound}"
+                         " ORDER BY created_at DESC, id DESC LIMIT 11",
+                      "enable_seqscan = off", "enable_bitmapscan = off")
+    pruned = sorted(n["Relation Name"] for n in nodes if "Relation Name" in n)
+    assert pruned == sorted(["payments_default", f"payments_p{old_months[0]:%Y_%m}",
+                             f"payments_p{old_months[1]:%Y_%m}"]), pruned
+    assert top["Actual Rows"] == 11
+    # payd's own pages, across the months, both ways: every payment once, newest first
+    seen, pages, path = [], [], f"/v1/accounts/{account['id']}/payments?limit=7"
+    while path:
+        page = u.get(path)
+        assert page.status == 200, page
+        pages.append(page.json)
+        seen += [p["id"] for p in page.json["data"]]
+        nxt = page.json.get("next_cursor") if page.json.get("has_more") else None
+        path = f"/v1/accounts/{account['id']}/payments?limit=7&cursor={nxt}" if nxt else None
+    expected = s.sql(f"SELECT string_agg(id::text, ',' ORDER BY created_at DESC, id DESC)"
+                     f" FROM payments WHERE account_id = {account_id}")
+    assert [decode(x) for x in seen] == [int(x) for x in expected.split(",")]
+    assert len(seen) == len(live) + 2 * PLANTED
+    # backwards (the id bound from below): each page's prev_cursor gives the page before it
+    for before_page, page in zip(pages, pages[1:]):
+        back = u.get(f"/v1/accounts/{account['id']}/payments?limit=7"
+                     f"&cursor={page['prev_cursor']}")
+        assert back.status == 200, back
+        assert [p["id"] for p in back.json["data"]] == [p["id"] for p in before_page["data"]]
     page = u.get("/v1/events?limit=3")
     assert page.status == 200 and len(page.json["data"]) == 3, page
 
