@@ -140,7 +140,7 @@ int64_t store_prune_expired_keys(store *s, int64_t expired_before, const atomic_
 
 /* One call of a partition function of the schema's, in a transaction of its own on a
  * connection no request's batch shares (store_run_upkeep): its DDL takes the table's lock
- * for a moment, never inside a batch of payments. Its functions bound their lock wait (2 s)
+ * for a moment, never inside a batch of payments. Its functions bound their lock wait (200 ms)
  * and may fail; the next pass tries again. */
 typedef struct partition_call {
     const char *sql; /* one bigint parameter, one integer answer */

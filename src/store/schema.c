@@ -320,12 +320,12 @@ typedef struct postgres_migration {
     "CREATE FUNCTION payd_month_first_id(m timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE"     \
     "  AS $$ SELECT (CAST(floor(extract(epoch FROM m) * 1000) AS bigint) - 1767225600000) << 22 "  \
     "$$;" /* the partition of tbl for the UTC month of `month`, made when missing; rows of that    \
-           * month that went to the DEFAULT partition meanwhile move into it. SECURITY DEFINER: a                    \
-           * node's role, which may create no table (docs/deployment.md), keeps the partitions                              \
+           * month that went to the DEFAULT partition meanwhile move into it. SECURITY DEFINER: a  \
+           * node's role, which may create no table (docs/deployment.md), keeps the partitions     \
            * through it */                                                                         \
     "CREATE FUNCTION payd_ensure_partition(tbl text, month timestamptz) RETURNS boolean"           \
     "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET TimeZone = 'UTC'"        \
-    "  SET lock_timeout = '2s' AS $$"                                                              \
+    "  SET lock_timeout = '200ms' AS $$"                                                           \
     "DECLARE"                                                                                      \
     "  m timestamptz := date_trunc('month', month);"                                               \
     "  lo bigint := payd_month_first_id(m);"                                                       \
@@ -346,7 +346,7 @@ typedef struct postgres_migration {
     "  EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%s) TO (%s)',"             \
     "    part, tbl, lo, hi);"                                                                      \
     "  IF strays THEN" /* taken out before they go back in, so the order guard's trigger sees each \
-                        * payment leave (if it still fires on the detached partition) before it                                           \
+                        * payment leave (if it still fires on the detached partition) before it    \
                         * comes back */                                                            \
     "    EXECUTE format('CREATE TEMP TABLE payd_moving AS WITH moved AS (DELETE FROM %I"           \
     "      WHERE id >= %s AND id < %s RETURNING *) SELECT * FROM moved', tbl || '_default', lo, "  \
@@ -357,10 +357,10 @@ typedef struct postgres_migration {
     "  END IF;"                                                                                    \
     "  RETURN true;"                                                                               \
     "END $$;" /* this month's and the next months_ahead months' partitions of both tables: how     \
-               * many were made */                                                                                           \
+               * many were made */                                                                 \
     "CREATE FUNCTION payd_ensure_partitions(months_ahead integer) RETURNS integer"                 \
     "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET TimeZone = 'UTC'"        \
-    "  SET lock_timeout = '2s' AS $$"                                                              \
+    "  SET lock_timeout = '200ms' AS $$"                                                           \
     "DECLARE made integer := 0; t text; i integer;"                                                \
     "BEGIN"                                                                                        \
     "  FOREACH t IN ARRAY ARRAY['events', 'payments'] LOOP"                                        \
@@ -371,9 +371,9 @@ typedef struct postgres_migration {
     "  END LOOP;"                                                                                  \
     "  RETURN made;"                                                                               \
     "END $$;" /* retention (store/prune.c): every month partition of events whose ids all lie      \
-               * below before_id, dropped; how many. Never payments': they are the books. */                             \
+               * below before_id, dropped; how many. Never payments': they are the books. */       \
     "CREATE FUNCTION payd_drop_event_partitions(before_id bigint) RETURNS integer"                 \
-    "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '2s'"     \
+    "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '200ms'"  \
     "  AS $$"                                                                                      \
     "DECLARE r record; dropped integer := 0;"                                                      \
     "BEGIN"                                                                                        \
