@@ -214,3 +214,84 @@ def test_month_partitions_lookup_page_and_retention(fresh_server):
     # nothing of them was deleted row by row
     assert not [line for line in s.read_log().splitlines()
                 if '"pruned"' in line and '"events' in line]
+
+
+def test_upgrade_moves_rows_into_their_months_and_keeps_the_order_guard(fresh_server):
+    """Version 17 on a database of version 16 with rows: the tables are set back to their
+    version 16 shape (plain tables, the unique partial index of the order guard), rows of
+    three months planted, and payd started again migrates them into month partitions."""
+    import subprocess
+    if month_start(4) < datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc):
+        pytest.skip("the clock is too close to the Snowflake epoch for months 3 and 4 back")
+    s = fresh_server(["--event-retention", "87600h"])
+    u = s.create_user()
+    account = u.create_account()
+    assert u.pay(account).status == 201
+    account_id = decode(account["id"])
+    user_id = s.sql(f"SELECT user_id FROM accounts WHERE id = {account_id}")
+    s.stop()
+    # back to version 16
+    s.execute(
+        "DROP TRIGGER payments_order_hold_insert ON payments;"
+        "DROP TRIGGER payments_order_hold_update ON payments;"
+        "DROP TRIGGER payments_order_hold_delete ON payments;"
+        "DROP FUNCTION payd_payment_order_hold(); DROP TABLE payment_order_holds;"
+        "DROP FUNCTION payd_ensure_partitions(integer); DROP FUNCTION payd_ensure_partition(text,"
+        " timestamptz); DROP FUNCTION payd_drop_event_partitions(bigint);",
+        "CREATE TABLE events16 AS SELECT * FROM events; DROP TABLE events;"
+        " ALTER TABLE events16 RENAME TO events; ALTER TABLE events ADD PRIMARY KEY (id);"
+        " CREATE INDEX events_page ON events (user_id, created_at, id);"
+        " CREATE INDEX events_type_page ON events (user_id, type, created_at, id);",
+        "CREATE TABLE payments16 AS SELECT * FROM payments; DROP TABLE payments;"
+        " ALTER TABLE payments16 RENAME TO payments; ALTER TABLE payments ADD PRIMARY KEY (id);"
+        " CREATE INDEX payments_page ON payments (account_id, created_at, id);"
+        " CREATE INDEX payments_status_page ON payments (account_id, status, created_at, id);"
+        " CREATE INDEX payments_capture_due ON payments (capture_before)"
+        "  WHERE status = 'requires_capture';"
+        " CREATE UNIQUE INDEX payments_one_per_order ON payments (order_id)"
+        "  WHERE order_id IS NOT NULL AND status NOT IN ('failed', 'canceled');",
+        "DROP FUNCTION payd_month_first_id(timestamptz);"
+        " DELETE FROM schema_migrations WHERE version = 17")
+    assert s.sql("SELECT count(*) FROM pg_inherits") == 0
+    months = [month_start(4), month_start(3), month_start(1)]
+    planted = []
+    for k, when in enumerate(months):
+        base = first_id(when + datetime.timedelta(days=3)) | (1023 << 12)
+        t_us = int(when.timestamp() * 1e6) + 3 * 86400 * 10**6
+        for i in range(3):
+            # order 7000 + k held by a succeeded payment, then a failed one for the same order
+            status, order = ("succeeded", 7000 + k) if i == 0 else \
+                ("failed", 7000 + k) if i == 1 else ("succeeded", "NULL")
+            s.execute(
+                f"INSERT INTO events (id, user_id, type, data, created_at) VALUES"
+                f" ({base + i}, {user_id}, 'payment.succeeded', '{{}}', {t_us + i})",
+                f"INSERT INTO payments (id, user_id, account_id, amount, currency, status, source,"
+                f" order_id, created_at, amount_captured) VALUES ({base + i}, {user_id},"
+                f" {account_id}, 1, 'USD', '{status}', 'tok_visa', {order}, {t_us + i}, 1)")
+            planted.append(base + i)
+    events_before = s.sql("SELECT count(*) FROM events")
+    payments_before = s.sql("SELECT count(*) FROM payments")
+    s.start()  # migrates to 17
+    assert s.sql("SELECT max(version) FROM schema_migrations") == 17
+    assert s.sql("SELECT count(*) FROM events") == events_before
+    assert s.sql("SELECT count(*) FROM payments") == payments_before
+    for row_id, when in zip(planted, [m for m in months for _ in range(3)]):
+        for table in ("events", "payments"):
+            assert partition_of(s, table, row_id) == f"{table}_p{when:%Y_%m}"
+    assert s.sql("SELECT count(*) FROM payments_default") == 0
+    # the guard came along: the held orders are held, a second payment for one is refused
+    assert s.sql("SELECT string_agg(order_id::text, ',' ORDER BY order_id)"
+                 " FROM payment_order_holds") == "7000,7001,7002"
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        s.execute(f"INSERT INTO payments (id, user_id, account_id, amount, currency, status,"
+                  f" source, order_id, created_at) VALUES ({planted[-1] + 100}, {user_id},"
+                  f" {account_id}, 1, 'USD', 'succeeded', 'tok_visa', 7001, 0)")
+    assert "payments_one_per_order" in refused.value.stderr
+    # ...until its payment is canceled
+    s.execute(f"UPDATE payments SET status = 'canceled' WHERE id = {planted[3]}",
+              f"INSERT INTO payments (id, user_id, account_id, amount, currency, status,"
+              f" source, order_id, created_at) VALUES ({planted[-1] + 100}, {user_id},"
+              f" {account_id}, 1, 'USD', 'succeeded', 'tok_visa', 7001, 0)")
+    for row_id in planted:
+        assert u.get(f"/v1/payments/{encode('pay', row_id)}").status == 200
+    assert u.pay(account).status == 201
