@@ -1,4 +1,7 @@
-/* Versioned schema migrations, one SQL text per version, shared by SQLite and PostgreSQL.
+/* Versioned schema migrations, one SQL text per version, shared by SQLite and PostgreSQL; a
+ * version whose PostgreSQL text differs also has an entry in postgres_migrations (below), which
+ * PostgreSQL runs instead (17, the month partitions: SQLite's text is empty). Renumbering such a
+ * version means renumbering both.
  * `ID_PK` becomes INTEGER PRIMARY KEY on SQLite (the rowid itself, no second index) and
  * BIGINT PRIMARY KEY on PostgreSQL. Times are BIGINT µs since the Unix epoch; money is BIGINT
  * minor units. Every list has a composite index ending in (created_at, id), so each page is one
@@ -337,7 +340,9 @@ typedef struct postgres_migration {
     "    RAISE EXCEPTION 'payd partitions events and payments only';"                              \
     "  END IF;"                                                                                    \
     "  IF m < timestamptz '2026-01-01 00:00:00+00' OR to_regclass(quote_ident(part)) IS NOT NULL"  \
-    "  THEN RETURN false; END IF;"                                                                 \
+    "  THEN RETURN false; END IF;" /* a node making the same partition at the same time made it    \
+                                      first: nothing to do */                                      \
+    "  BEGIN"                                                                                      \
     "  EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE id >= %s AND id < %s)',"              \
     "    tbl || '_default', lo, hi) INTO strays;"                                                  \
     "  IF strays THEN"                                                                             \
@@ -355,6 +360,8 @@ typedef struct postgres_migration {
     "    DROP TABLE payd_moving;"                                                                  \
     "    EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I DEFAULT', tbl, tbl || '_default');"    \
     "  END IF;"                                                                                    \
+    "  EXCEPTION WHEN duplicate_table THEN RETURN false;"                                          \
+    "  END;"                                                                                       \
     "  RETURN true;"                                                                               \
     "END $$;" /* this month's and the next months_ahead months' partitions of both tables: how     \
                * many were made */                                                                 \
@@ -382,7 +389,7 @@ typedef struct postgres_migration {
     "    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"                                 \
     "    WHERE i.inhparent = CAST('events' AS regclass) ORDER BY 2 LOOP"                           \
     "    IF r.hi IS NOT NULL AND r.hi <= before_id THEN"                                           \
-    "      EXECUTE format('DROP TABLE %I', r.relname);"                                            \
+    "      EXECUTE format('DROP TABLE IF EXISTS %I', r.relname);"                                  \
     "      dropped := dropped + 1;"                                                                \
     "    END IF;"                                                                                  \
     "  END LOOP;"                                                                                  \
