@@ -295,3 +295,34 @@ def test_upgrade_moves_rows_into_their_months_and_keeps_the_order_guard(fresh_se
     for row_id in planted:
         assert u.get(f"/v1/payments/{encode('pay', row_id)}").status == 200
     assert u.pay(account).status == 201
+
+
+def test_whole_months_leaves_events_to_their_months_drop(fresh_server):
+    """--event-retention-whole-months: an old month of events still goes as one DROP, but the
+    events past the retention in the month the cutoff falls in stay until their month goes;
+    without it they are deleted in chunks (test_retention)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if now - month_start(0) < datetime.timedelta(hours=3) or \
+            month_start(3) < datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc):
+        pytest.skip("the month began less than 3 hours ago, or month 3 back is before the epoch")
+    s = fresh_server(["--event-retention", "1h", "--event-retention-whole-months", "true",
+                      "--recovery-interval", "200ms"])
+    young_at = now - datetime.timedelta(hours=2)  # past the retention, in this month
+    old_month = month_start(3)
+    for when, n in ((young_at, 30), (old_month + datetime.timedelta(days=2), 30)):
+        base = first_id(when) | (1023 << 12)
+        t_us = int(when.timestamp() * 1000) * 1000
+        s.execute(f"INSERT INTO events (id, user_id, type, data, created_at) SELECT {base} + i,"
+                  f" 1, 'payment.succeeded', '{{}}', {t_us} FROM generate_series(0, {n - 1}) i")
+    assert s.sql(f"SELECT payd_ensure_partition('events', '{old_month.isoformat()}')") == "t"
+    name = f"events_p{old_month:%Y_%m}"
+    deadline = time.time() + 30
+    while s.sql(f"SELECT to_regclass('{name}') IS NULL") != "t" and time.time() < deadline:
+        time.sleep(0.1)
+    assert s.sql(f"SELECT to_regclass('{name}') IS NULL") == "t"
+    time.sleep(1)  # a few more passes of the pruner
+    young_first = first_id(young_at)
+    assert s.sql(f"SELECT count(*) FROM events WHERE id >= {young_first}"
+                 f" AND id < {young_first + 30 + (1023 << 12)}") == 30
+    assert not [line for line in s.read_log().splitlines()
+                if '"pruned"' in line and '"events' in line]
