@@ -317,7 +317,8 @@ static int cmd_serve(int argc, char **argv)
     /* expired keys and old events, in bounded chunks beside the requests (store/prune.h) */
     prune_schedule retention = {.interval_ms = a.cfg.recovery_interval_ms,
                                 .key_ttl_ms = a.cfg.idempotency_ttl_ms,
-                                .event_retention_ms = a.cfg.event_retention_ms};
+                                .event_retention_ms = a.cfg.event_retention_ms,
+                                .event_retention_whole_months = a.cfg.event_retention_whole_months};
     if (store_pruner_start(a.store, &retention) != 0) {
         refuse_start("cannot start the retention pruner");
         return 1;

@@ -103,6 +103,7 @@ static const list_query events_list_query = {
     .status_param = "type",
     .status_list = true,
     .time_column = "created_at",
+    .id_bounds = true, /* created_at_of(id); partitioned by id on PostgreSQL */
 };
 
 /* GET /v1/events?wait=N: an empty page waits, parked in the registry (api/event_waiters.h),

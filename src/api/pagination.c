@@ -7,6 +7,7 @@
 #include "api/common.h"
 #include "api/resource.h"
 #include "core/cursor.h"
+#include "core/ids.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
 
@@ -19,6 +20,39 @@ int any_id_parse(const char *text, uint64_t *out)
     memcpy(prefix, text, (size_t)(sep - text));
     prefix[sep - text] = '\0';
     return id_parse(text, prefix, out);
+}
+
+/* ---- the redundant id bounds of a partitioned list (list_query.id_bounds) ---- */
+
+static bool partitioned_by_id(request *req, const list_query *q)
+{
+    return q->id_bounds && store_kind(req->app->store) == DB_POSTGRES;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+
+/* The first Snowflake id of a millisecond (core/ids.h): every id of an earlier one is smaller,
+ * every id of it or of a later one is at least this. Clamped to the ids that can exist. */
+static int64_t first_id_of_ms(int64_t unix_ms)
+{
+    int64_t ms = unix_ms - PAYD_EPOCH_MS;
+    if (ms <= 0)
+        return 0;
+    if (ms >= (INT64_C(1) << 41))
+        return INT64_MAX;
+    return ms << 22;
+}
+
+static size_t add_id_bound(char *sql, size_t len, size_t cap, const list_query *q, const char *op,
+                           int64_t bound, db_value *params, int *n)
+{
+    const char *idcol = q->id_column ? q->id_column : "id";
+    size_t added = (size_t)snprintf(sql + len, cap - len, " AND %s %s $%d", idcol, op, *n + 1);
+    params[(*n)++] = (db_value){.type = 'i', .i = bound};
+    return added;
 }
 
 /* Appends the filter conditions and their parameters. */
@@ -55,8 +89,19 @@ static void add_filters(request *req, char *sql, size_t cap, db_value *params, i
         params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte.us};
     }
     if (f->created_lt.text) {
-        snprintf(sql + len, cap - len, " AND %s < $%d", q->time_column, *n + 1);
+        len += (size_t)snprintf(sql + len, cap - len, " AND %s < $%d", q->time_column, *n + 1);
         params[(*n)++] = (db_value){.type = 'i', .i = f->created_lt.us};
+    }
+    if (partitioned_by_id(req, q)) {
+        /* created_at >= gte: the id's ms is at least gte's; created_at < lt: below lt's,
+         * rounded up to a whole ms */
+        if (f->created_gte.text)
+            len +=
+                add_id_bound(sql, len, cap, q,
+                             ">=", first_id_of_ms(floor_div(f->created_gte.us, 1000)), params, n);
+        if (f->created_lt.text)
+            add_id_bound(sql, len, cap, q, "<", first_id_of_ms(-floor_div(-f->created_lt.us, 1000)),
+                         params, n);
     }
 }
 
@@ -190,7 +235,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     }
 
     char sql[1024];
-    db_value params[8 + LIST_MAX_FILTER_VALUES];
+    db_value params[12 + LIST_MAX_FILTER_VALUES]; /* with the id bounds: at most 11 besides */
     int n = 0;
     snprintf(sql, sizeof sql, "%s WHERE %s = $1", select, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
@@ -201,6 +246,14 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
                                 idcol, backwards ? ">" : "<", n + 1, n + 2);
         params[n++] = (db_value){.type = 'i', .i = at.created_at};
         params[n++] = (db_value){.type = 'i', .i = (int64_t)at.id};
+        /* past the cursor's time, so is every id: the months beyond it are left out */
+        if (partitioned_by_id(req, q))
+            len +=
+                backwards
+                    ? add_id_bound(sql, len, sizeof sql, q,
+                                   ">=", first_id_of_ms(floor_div(at.created_at, 1000)), params, &n)
+                    : add_id_bound(sql, len, sizeof sql, q, "<",
+                                   first_id_of_ms(floor_div(at.created_at, 1000) + 1), params, &n);
     }
     snprintf(sql + len, sizeof sql - len, " ORDER BY %s %s, %s %s LIMIT $%d", created,
              backwards ? "ASC" : "DESC", idcol, backwards ? "ASC" : "DESC", n + 1);
@@ -286,7 +339,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)
 {
     char sql[512];
-    db_value params[4 + LIST_MAX_FILTER_VALUES];
+    db_value params[8 + LIST_MAX_FILTER_VALUES]; /* with the id bounds: at most 7 besides */
     int n = 0;
     snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %s = $1", from, q->parent_column);
     params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};

@@ -72,6 +72,11 @@ typedef struct list_query {
     const char *time_column;   /* non-NULL: created_gte / created_lt filter on it */
     const char *source_column; /* non-NULL: ?source= filters on it (checked by the handler) */
     const char *condition;     /* non-NULL: ANDed to every page's WHERE (a partial index's) */
+    /* created_at is its id's millisecond (created_at_of) and id the table's partition key
+     * (PostgreSQL's events and payments, docs/operations.md "Partitions"): there, the time
+     * bounds of a page (its cursor, created_gte, created_lt) are also given on id, redundant
+     * but what lets PostgreSQL leave out the month partitions outside them */
+    bool id_bounds;
     /* The row as JSON when there is no resource: write_row writes it straight into the page
      * (fast); lists without one build it with to_json. */
     void (*write_row)(db_stmt *st, struct jsonw *w);

@@ -572,6 +572,7 @@ static const list_query payments_list_query = {
     .parent_column = "account_id",
     .status_column = "status",
     .time_column = "created_at",
+    .id_bounds = true, /* created_at_of(id); partitioned by id on PostgreSQL */
 };
 
 void payments_list(request *req)

@@ -136,6 +136,9 @@ static const config_option options[] = {
      "record events and queue webhook deliveries (false only to measure their cost)"},
     {"event-retention", OPT_DURATION, FIELD(event_retention_ms), "720h", 1000, 3650 * DAY_MS,
      "how long events and delivery attempts are kept"},
+    {"event-retention-whole-months", OPT_BOOL, FIELD(event_retention_whole_months), "false", 0, 0,
+     "PostgreSQL: events go only with their whole month's partition, dropped once all of it is "
+     "older than --event-retention (kept up to a month longer, deleted row by row never)"},
     {"webhook-deny-private", OPT_BOOL, FIELD(webhook_deny_private), "false", 0, 0,
      "allow webhook targets on global unicast addresses only (turn on when merchants who do "
      "not trust each other share this server)"},

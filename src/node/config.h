@@ -55,6 +55,7 @@ typedef struct payd_config {
     /* events and webhooks (§15) */
     bool events; /* false: no events, no outbox (only to measure their cost) */
     int64_t event_retention_ms;
+    bool event_retention_whole_months;
     bool webhook_deny_private;
     char webhook_retry_scale[32]; /* a factor on the retry schedule and the 3 days; tests shrink it
                                    */

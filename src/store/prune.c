@@ -110,11 +110,11 @@ static void log_pruned(const char *what, int64_t rows, int64_t chunks)
 
 /* Chunk after chunk until every table's came back short (nothing more is due), a chunk fails
  * (the next prune tries again) or *stop. */
-static int64_t prune(store *s, const char *what, chunk_job *j, const atomic_bool *stop)
+static int64_t prune(store *s, const char *what, chunk_job *j, int skip, const atomic_bool *stop)
 {
     int64_t total = 0, chunks = 0;
     for (int i = 0; i < j->count; i++)
-        j->due[i] = true;
+        j->due[i] = i >= skip; /* the first `skip` tables are not pruned by rows */
     for (;;) {
         if (store_write(s, delete_chunk, j) != 0)
             break;
@@ -133,16 +133,87 @@ static int64_t prune(store *s, const char *what, chunk_job *j, const atomic_bool
 int64_t store_prune_expired_keys(store *s, int64_t expired_before, const atomic_bool *stop)
 {
     chunk_job j = {.sql = &expired_keys, .count = 1, .bound = {expired_before}};
-    return prune(s, "expired idempotency keys", &j, stop);
+    return prune(s, "expired idempotency keys", &j, 0, stop);
 }
 
-int64_t store_prune_events(store *s, int64_t before, const atomic_bool *stop)
+/* ---- PostgreSQL's month partitions of events and payments (schema.c, version 17) ---- */
+
+/* One call of a partition function of the schema's, in a transaction of its own on a
+ * connection no request's batch shares (store_run_upkeep): its DDL takes the table's lock
+ * for a moment, never inside a batch of payments. Its functions bound their lock wait (200 ms)
+ * and may fail; the next pass tries again. */
+typedef struct partition_call {
+    const char *sql; /* one bigint parameter, one integer answer */
+    int64_t arg, answer;
+} partition_call;
+
+static int call_partition_function(db_conn *db, void *arg)
 {
-    /* the first Snowflake id of that millisecond: every older row has a smaller id */
-    int64_t ms = before / 1000 - PAYD_EPOCH_MS;
-    int64_t first_id = ms > 0 ? ms << 22 : 0;
+    partition_call *call = arg;
+    db_stmt *st = db_query(db, call->sql, "i", call->arg);
+    db_status rc = db_step(st);
+    if (rc == DB_ROW)
+        call->answer = db_int(st, 0);
+    db_done(st);
+    return rc == DB_ROW ? 0 : rc;
+}
+
+static void log_partitions(const char *msg, const char *table, int64_t count)
+{
+    jsonw w;
+    log_begin(&w, "info", msg);
+    jw_key(&w, "table");
+    jw_string(&w, table);
+    jw_key(&w, "partitions");
+    jw_int(&w, count);
+    log_end(&w);
+}
+
+int store_keep_partitions(store *s)
+{
+    if (store_kind(s) != DB_POSTGRES)
+        return 0;
+    partition_call call = {.sql = "SELECT payd_ensure_partitions(CAST($1 AS integer))",
+                           .arg = PARTITION_MONTHS_AHEAD};
+    if (store_run_upkeep(s, call_partition_function, &call) != WRITE_OK)
+        return -1;
+    if (call.answer > 0)
+        log_partitions("partitions made", "events and payments", call.answer);
+    return (int)call.answer;
+}
+
+/* the first Snowflake id of a time (µs): every row made before it has a smaller id */
+static int64_t first_id_at(int64_t t_us)
+{
+    int64_t ms = t_us / 1000 - PAYD_EPOCH_MS;
+    return ms > 0 ? ms << 22 : 0;
+}
+
+int64_t store_drop_event_partitions(store *s, int64_t before)
+{
+    if (store_kind(s) != DB_POSTGRES)
+        return 0;
+    partition_call call = {.sql = "SELECT payd_drop_event_partitions($1)",
+                           .arg = first_id_at(before)};
+    if (store_run_upkeep(s, call_partition_function, &call) != WRITE_OK)
+        return -1;
+    if (call.answer > 0)
+        log_partitions("partitions dropped", "events", call.answer);
+    return call.answer;
+}
+
+int64_t store_prune_events(store *s, int64_t before, bool whole_months, const atomic_bool *stop)
+{
+    /* PostgreSQL: the months of events wholly older than `before` go first, one DROP each;
+     * what is left older than it lies in the month `before` falls in, deleted in chunks as on
+     * SQLite unless whole months are all that is asked for */
+    store_drop_event_partitions(s, before);
+    int64_t first_id = first_id_at(before);
     chunk_job j = {.sql = event_tables, .count = 3, .bound = {first_id, before, first_id}};
-    return prune(s, "events, finished deliveries and attempts", &j, stop);
+    bool rows_of_events = !(whole_months && store_kind(s) == DB_POSTGRES);
+    int64_t n =
+        prune(s, "events, finished deliveries and attempts", &j, rows_of_events ? 0 : 1, stop);
+    return n;
 }
 
 /* ---- the pruner thread ---- */
@@ -164,10 +235,11 @@ static void *pruner_main(void *arg)
     while (!atomic_load(&pruner.stop)) {
         pthread_mutex_unlock(&pruner.lock);
         int64_t now = now_us();
+        store_keep_partitions(pruner.s); /* PostgreSQL: the months ahead, before any is due */
         store_prune_expired_keys(pruner.s, now - pruner.schedule.key_ttl_ms * 1000, &pruner.stop);
         if (!atomic_load(&pruner.stop))
             store_prune_events(pruner.s, now - pruner.schedule.event_retention_ms * 1000,
-                               &pruner.stop);
+                               pruner.schedule.event_retention_whole_months, &pruner.stop);
         pthread_mutex_lock(&pruner.lock);
         if (atomic_load(&pruner.stop))
             break;

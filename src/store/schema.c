@@ -1,4 +1,7 @@
-/* Versioned schema migrations, one SQL text per version, shared by SQLite and PostgreSQL.
+/* Versioned schema migrations, one SQL text per version, shared by SQLite and PostgreSQL; a
+ * version whose PostgreSQL text differs also has an entry in postgres_migrations (below), which
+ * PostgreSQL runs instead (17, the month partitions: SQLite's text is empty). Renumbering such a
+ * version means renumbering both.
  * `ID_PK` becomes INTEGER PRIMARY KEY on SQLite (the rowid itself, no second index) and
  * BIGINT PRIMARY KEY on PostgreSQL. Times are BIGINT µs since the Unix epoch; money is BIGINT
  * minor units. Every list has a composite index ending in (created_at, id), so each page is one
@@ -298,9 +301,212 @@ static const char *const migrations[] = {
     "CREATE UNIQUE INDEX users_test_twin ON users (live_user_id);"
     "ALTER TABLE api_keys ADD COLUMN mode TEXT NOT NULL DEFAULT 'live';"
     "ALTER TABLE api_keys ADD COLUMN owner_id BIGINT;",
+    /* 17: events and payments partitioned by month (PostgreSQL only: postgres_migrations
+     * below). SQLite keeps its tables as they are. */
+    "",
 };
 
 #define MIGRATION_COUNT (int)(sizeof migrations / sizeof migrations[0])
+
+/* A version whose PostgreSQL text differs from SQLite's: migrations[] holds the text SQLite
+ * runs (an empty one when the change is PostgreSQL's alone) and this table the text PostgreSQL
+ * runs instead. A version absent here runs migrations[]'s text on both. */
+typedef struct postgres_migration {
+    int version;
+    const char *sql;
+} postgres_migration;
+
+/* 17's parts: each table's conversion, and the functions that keep the partitions. */
+#define PG_PARTITION_FUNCTIONS                                                                     \
+    /* a month's first Snowflake id: ids carry their millisecond since PAYD_EPOCH_MS (core/ids.h,  \
+     * 2026-01-01T00:00:00Z) above 22 bits of node and sequence */                                 \
+    "CREATE FUNCTION payd_month_first_id(m timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE"     \
+    "  AS $$ SELECT (CAST(floor(extract(epoch FROM m) * 1000) AS bigint) - 1767225600000) << 22 "  \
+    "$$;" /* the partition of tbl for the UTC month of `month`, made when missing; rows of that    \
+           * month that went to the DEFAULT partition meanwhile move into it. SECURITY DEFINER: a  \
+           * node's role, which may create no table (docs/deployment.md), keeps the partitions     \
+           * through it */                                                                         \
+    "CREATE FUNCTION payd_ensure_partition(tbl text, month timestamptz) RETURNS boolean"           \
+    "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET TimeZone = 'UTC'"        \
+    "  SET lock_timeout = '200ms' AS $$"                                                           \
+    "DECLARE"                                                                                      \
+    "  m timestamptz := date_trunc('month', month);"                                               \
+    "  lo bigint := payd_month_first_id(m);"                                                       \
+    "  hi bigint := payd_month_first_id(m + interval '1 month');"                                  \
+    "  part text := tbl || '_p' || to_char(m, 'YYYY_MM');"                                         \
+    "  strays boolean;"                                                                            \
+    "BEGIN"                                                                                        \
+    "  IF tbl NOT IN ('events', 'payments') THEN"                                                  \
+    "    RAISE EXCEPTION 'payd partitions events and payments only';"                              \
+    "  END IF;"                                                                                    \
+    "  IF m < timestamptz '2026-01-01 00:00:00+00' OR to_regclass(quote_ident(part)) IS NOT NULL"  \
+    "  THEN RETURN false; END IF;" /* a node making the same partition at the same time made it    \
+                                      first: nothing to do */                                      \
+    "  BEGIN"                                                                                      \
+    "  EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE id >= %s AND id < %s)',"              \
+    "    tbl || '_default', lo, hi) INTO strays;"                                                  \
+    "  IF strays THEN"                                                                             \
+    "    EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', tbl, tbl || '_default');"            \
+    "  END IF;"                                                                                    \
+    "  EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%s) TO (%s)',"             \
+    "    part, tbl, lo, hi);"                                                                      \
+    "  IF strays THEN" /* taken out before they go back in, so the order guard's trigger sees each \
+                        * payment leave (if it still fires on the detached partition) before it    \
+                        * comes back */                                                            \
+    "    EXECUTE format('CREATE TEMP TABLE payd_moving AS WITH moved AS (DELETE FROM %I"           \
+    "      WHERE id >= %s AND id < %s RETURNING *) SELECT * FROM moved', tbl || '_default', lo, "  \
+    "hi);"                                                                                         \
+    "    EXECUTE format('INSERT INTO %I SELECT * FROM payd_moving', tbl);"                         \
+    "    DROP TABLE payd_moving;"                                                                  \
+    "    EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I DEFAULT', tbl, tbl || '_default');"    \
+    "  END IF;"                                                                                    \
+    "  EXCEPTION WHEN duplicate_table THEN RETURN false;"                                          \
+    "  END;"                                                                                       \
+    "  RETURN true;"                                                                               \
+    "END $$;" /* this month's and the next months_ahead months' partitions of both tables: how     \
+               * many were made */                                                                 \
+    "CREATE FUNCTION payd_ensure_partitions(months_ahead integer) RETURNS integer"                 \
+    "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET TimeZone = 'UTC'"        \
+    "  SET lock_timeout = '200ms' AS $$"                                                           \
+    "DECLARE made integer := 0; t text; i integer;"                                                \
+    "BEGIN"                                                                                        \
+    "  FOREACH t IN ARRAY ARRAY['events', 'payments'] LOOP"                                        \
+    "    FOR i IN 0..months_ahead LOOP"                                                            \
+    "      IF payd_ensure_partition(t, date_trunc('month', now()) + make_interval(months => i))"   \
+    "      THEN made := made + 1; END IF;"                                                         \
+    "    END LOOP;"                                                                                \
+    "  END LOOP;"                                                                                  \
+    "  RETURN made;"                                                                               \
+    "END $$;" /* retention (store/prune.c): every month partition of events whose ids all lie      \
+               * below before_id, dropped; how many. Never payments': they are the books. */       \
+    "CREATE FUNCTION payd_drop_event_partitions(before_id bigint) RETURNS integer"                 \
+    "  LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '200ms'"  \
+    "  AS $$"                                                                                      \
+    "DECLARE r record; dropped integer := 0;"                                                      \
+    "BEGIN"                                                                                        \
+    "  FOR r IN SELECT c.relname, CAST((regexp_match(pg_get_expr(c.relpartbound, c.oid),"          \
+    "      'TO \\(''?(-?[0-9]+)''?\\)'))[1] AS bigint) AS hi"                                      \
+    "    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"                                 \
+    "    WHERE i.inhparent = CAST('events' AS regclass) ORDER BY 2 LOOP"                           \
+    "    IF r.hi IS NOT NULL AND r.hi <= before_id THEN"                                           \
+    "      EXECUTE format('DROP TABLE IF EXISTS %I', r.relname);"                                  \
+    "      dropped := dropped + 1;"                                                                \
+    "    END IF;"                                                                                  \
+    "  END LOOP;"                                                                                  \
+    "  RETURN dropped;"                                                                            \
+    "END $$;"
+
+/* the months of a table's existing rows (those of sane Snowflake ids), each given its
+ * partition before the rows move in; other ids go to the DEFAULT partition */
+#define PG_PARTITIONS_FOR_ROWS(tbl, old)                                                           \
+    "SELECT payd_ensure_partition('" tbl "', m) FROM (SELECT DISTINCT date_trunc('month',"         \
+    "  to_timestamp(CAST((id >> 22) + 1767225600000 AS double precision) / 1000), 'UTC') AS m"     \
+    "  FROM " old                                                                                  \
+    "  WHERE id > 0 AND id < payd_month_first_id(now() + interval '1 year')) months;"
+
+/* a table moved under a partitioned one of the same name: the old one renamed, its indexes
+ * dropped (they are made again on the new one, and the copy needs none), then emptied into the
+ * new one, whose month partitions exist by then, and dropped */
+#define PG_PARTITIONED(tbl)                                                                        \
+    "ALTER TABLE " tbl " RENAME TO " tbl "_unpartitioned;"                                         \
+    "ALTER TABLE " tbl "_unpartitioned RENAME CONSTRAINT " tbl "_pkey TO " tbl                     \
+    "_unpartitioned_pkey;"                                                                         \
+    "CREATE TABLE " tbl " (LIKE " tbl "_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"   \
+    "  PARTITION BY RANGE (id);"                                                                   \
+    "ALTER TABLE " tbl " ADD CONSTRAINT " tbl "_pkey PRIMARY KEY (id);"                            \
+    "CREATE TABLE " tbl "_default PARTITION OF " tbl " DEFAULT;"
+#define PG_MOVE_ROWS(tbl)                                                                          \
+    PG_PARTITIONS_FOR_ROWS(tbl, tbl "_unpartitioned")                                              \
+    "INSERT INTO " tbl " SELECT * FROM " tbl "_unpartitioned;"                                     \
+    "DROP TABLE " tbl "_unpartitioned;"
+
+static const postgres_migration postgres_migrations[] = {
+    /* 17: events and payments partitioned BY RANGE (id), one partition per UTC month (a
+     * Snowflake id carries its time, so a month is an id range), plus a DEFAULT partition so no
+     * insert ever fails for a missing month (docs/operations.md, "Partitions"). The primary key
+     * holds the partition key, so a lookup by id is one probe of one partition; the page
+     * indexes are each partition's. Retention drops an old month of events whole (prune.c);
+     * payments are never pruned, an operator may detach and archive old months. A unique index
+     * must hold the partition key, so the order guard (one payment per order that is neither
+     * failed nor canceled, payments_one_per_order) moves to payment_order_holds, whose primary
+     * key bears its name and which the payments' own triggers keep in the same statement: a
+     * second payment for a held order fails as the index failed it (23505, same constraint). */
+    {17, PG_PARTITION_FUNCTIONS
+     /* events */
+     "DROP INDEX events_page;"
+     "DROP INDEX events_type_page;" PG_PARTITIONED(
+         "events") "CREATE INDEX events_page ON events (user_id, created_at, id);"
+                   "CREATE INDEX events_type_page ON events (user_id, type, created_at, "
+                   "id);" PG_MOVE_ROWS("events")
+     /* payments */
+     "DROP INDEX payments_page;"
+     "DROP INDEX payments_status_page;"
+     "DROP INDEX payments_capture_due;"
+     "DROP INDEX payments_one_per_order;" PG_PARTITIONED(
+         "payments") "CREATE INDEX payments_page ON payments (account_id, created_at, id);"
+                     "CREATE INDEX payments_status_page ON payments (account_id, status, "
+                     "created_at, id);"
+                     "CREATE INDEX payments_capture_due ON payments (capture_before)"
+                     "  WHERE status = 'requires_capture';"
+                     "CREATE TABLE payment_order_holds ("
+                     "  order_id BIGINT CONSTRAINT payments_one_per_order PRIMARY KEY,"
+                     "  payment_id BIGINT NOT NULL);"
+                     "CREATE FUNCTION payd_payment_order_hold() RETURNS trigger LANGUAGE plpgsql "
+                     "AS $$"
+                     "BEGIN"
+                     "  IF TG_OP <> 'INSERT' THEN"
+                     "    IF OLD.order_id IS NOT NULL AND OLD.status NOT IN ('failed', 'canceled') "
+                     "THEN"
+                     "      DELETE FROM payment_order_holds WHERE order_id = OLD.order_id AND "
+                     "payment_id = OLD.id;"
+                     "    END IF;"
+                     "  END IF;"
+                     "  IF TG_OP <> 'DELETE' THEN"
+                     "    IF NEW.order_id IS NOT NULL AND NEW.status NOT IN ('failed', 'canceled') "
+                     "THEN"
+                     /* the same payment again (moved between partitions) keeps its hold */
+                     "      INSERT INTO payment_order_holds AS h (order_id, payment_id)"
+                     "        VALUES (NEW.order_id, NEW.id) ON CONFLICT (order_id) DO UPDATE"
+                     "        SET payment_id = EXCLUDED.payment_id WHERE h.payment_id = "
+                     "EXCLUDED.payment_id;"
+                     "      IF NOT FOUND THEN"
+                     "        RAISE unique_violation USING CONSTRAINT = 'payments_one_per_order',"
+                     "          TABLE = 'payments', MESSAGE = 'duplicate key value violates unique "
+                     "constraint"
+                     " \"payments_one_per_order\"', DETAIL = format('Key (order_id)=(%s) already "
+                     "exists.',"
+                     "          NEW.order_id);"
+                     "      END IF;"
+                     "    END IF;"
+                     "  END IF;"
+                     "  RETURN NULL;"
+                     "END $$;"
+                     "CREATE TRIGGER payments_order_hold_insert AFTER INSERT ON payments FOR EACH "
+                     "ROW"
+                     "  WHEN (NEW.order_id IS NOT NULL) EXECUTE FUNCTION payd_payment_order_hold();"
+                     "CREATE TRIGGER payments_order_hold_update AFTER UPDATE OF order_id, status "
+                     "ON payments"
+                     "  FOR EACH ROW WHEN (OLD.order_id IS NOT NULL OR NEW.order_id IS NOT NULL)"
+                     "  EXECUTE FUNCTION payd_payment_order_hold();"
+                     "CREATE TRIGGER payments_order_hold_delete AFTER DELETE ON payments FOR EACH "
+                     "ROW"
+                     "  WHEN (OLD.order_id IS NOT NULL) EXECUTE FUNCTION "
+                     "payd_payment_order_hold();" PG_MOVE_ROWS("payments")
+     /* this month's and the next two months' partitions: payd keeps making them (prune.c) */
+     "SELECT payd_ensure_partitions(2);"},
+};
+
+#define POSTGRES_MIGRATION_COUNT (int)(sizeof postgres_migrations / sizeof postgres_migrations[0])
+
+/* The text version v runs on a database of this kind. */
+static const char *migration_text(int v, db_kind kind)
+{
+    if (kind == DB_POSTGRES)
+        for (int i = 0; i < POSTGRES_MIGRATION_COUNT; i++)
+            if (postgres_migrations[i].version == v)
+                return postgres_migrations[i].sql;
+    return migrations[v - 1];
+}
 
 static char *dialect(const char *sql, db_kind kind)
 {
@@ -385,7 +591,7 @@ int store_migrate(db_conn *c, char *err, size_t errlen)
     for (int v = 1; v <= MIGRATION_COUNT && rc == 0; v++) {
         if (applied[v])
             continue;
-        char *sql = dialect(migrations[v - 1], db_kind_of(c));
+        char *sql = dialect(migration_text(v, db_kind_of(c)), db_kind_of(c));
         if (db_exec_script(c, "BEGIN") != DB_DONE || db_exec_script(c, sql) != DB_DONE ||
             db_exec(c, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", "ii",
                     (int64_t)v, now_us()) != DB_DONE ||
