@@ -4,8 +4,8 @@
  *
  * Every write is a job: a function run against a writer connection. A writer takes all queued
  * jobs, runs them in one transaction and commits once (one fsync for the whole batch), then
- * wakes every job's caller. A job that returns non-zero has only its own writes undone. On
- * SQLite there is one writer thread; on PostgreSQL one per write connection (see
+ * wakes every job's caller. A job that returns anything but WRITE_OK has only its own writes
+ * undone. On SQLite there is one writer thread; on PostgreSQL one per write connection (see
  * pg_group_commit.c for how a batch runs there).
  *
  * PostgreSQL connections come from two pools (writers, readers) under one budget
@@ -31,8 +31,8 @@ typedef enum write_result {
     WRITE_FENCED = 2,   /* the idempotency key belongs to a newer holder: nothing was kept */
     WRITE_CONFLICT = 3, /* a unique (or check) constraint refused a row: nothing was kept */
     /* From a job: it met a lock or serialization failure (or saw its rows move under it), so
-     * the store runs it again (PostgreSQL). Its caller sees it when those failures outlasted the
-     * store's own retries. */
+     * the store runs it again (PostgreSQL; SQLite's one writer hands it back at once). Its
+     * caller sees it when those failures outlasted the store's own retries. */
     WRITE_RETRY = 4,
     WRITE_FAILED = 5, /* a database error or a failed commit: nothing of the job was kept */
 } write_result;
