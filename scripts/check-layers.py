@@ -23,6 +23,13 @@ tie that would point up:
       call (a write job, a request's next step, a processor's completion) is a continuation, not
       a registration, and is not checked; nor is a const table at file scope (a route table, a
       body schema's field checks), which is data the upper layer passes down with each call.
+4. Write jobs (store/store.h). A write job returns a write_result, never a bare int nor a
+   db_status: the query layer's db_status stays inside the job, which says what it came to in
+   the store's terms (write_result_of_db). So `write_job_fn` returns write_result, and every
+   function handed over as a write job returns write_result: one passed for a `write_job_fn`
+   parameter (store_write, store_submit, request_write_then, commit_response_then, ...: found
+   from their declarations) or stored in a `write_job_fn` field (`.fn = f`). A request's
+   write_result (`req->write_result`) is read as it is, never cast.
 
 Comments and string literals are ignored. Prints one line per tie (file:line and the rule) and
 exits 1; exits 0 when every tie points down.
@@ -315,6 +322,98 @@ def registration_ties(f, called_fields, function_owners):
                    ", ".join(sorted(START_UP)) + ")")
 
 
+WRITE_RESULT_CAST = re.compile(
+    r"\(\s*(?!write_result\b)[A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*\s*\)\s*\(?\s*"
+    r"[A-Za-z_]\w*(?:\s*(?:->|\.)\s*[A-Za-z_]\w*)*\s*(?:->|\.)\s*write_result\b"
+    r"|(?:->|\.)\s*write_result\s*=\s*\(\s*write_result\s*\)")
+JOB_FIELD = re.compile(r"\bwrite_job_fn\s+([A-Za-z_]\w*)\s*[;,)]")
+
+
+def top_level_split(text):
+    """text split at its top-level commas."""
+    parts, depth, last = [], 0, 0
+    for i, c in enumerate(text):
+        depth += c in "({["
+        depth -= c in ")}]"
+        if c == "," and depth == 0:
+            parts.append(text[last:i])
+            last = i + 1
+    parts.append(text[last:])
+    return parts
+
+
+def job_slots(code):
+    """{function: index} of each function with a write_job_fn parameter, from its declarations
+    and definitions in code."""
+    slots = {}
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", code):
+        if m.group(1) in C_WORDS:
+            continue
+        params = code[m.end():closing(code, m.end() - 1) - 1]
+        if "write_job_fn" not in params:
+            continue
+        for i, param in enumerate(top_level_split(params)):
+            if re.match(r"\s*write_job_fn\s+[A-Za-z_]\w*\s*$", param):
+                slots[m.group(1)] = i
+    return slots
+
+
+def return_types(code):
+    """(function, its return type as written, whether it is static) of each function defined
+    at file scope."""
+    for head, _, _ in file_scope_blocks(code):
+        m = re.search(r"(?:^|[;}\n])\s*((?:static\s+|inline\s+)*)([A-Za-z_][\w\s\*]*?)\s*\b"
+                      r"([A-Za-z_]\w*)\s*\([^;{}]*\)\s*$", head)
+        if m and "=" not in head and not TAG_DEFINITION.search(head + "{"):
+            yield m.group(3), " ".join(m.group(2).split()), "static" in m.group(1)
+
+
+# the text before a function's name in its own declaration or definition: its return type
+DECLARED = re.compile(r"^\s*(?:(?:static|inline|extern|const)\s+)*(?!return\b)[A-Za-z_]\w*"
+                      r"(?:\s+|\s*\*+\s*)$")
+
+
+def write_job_ties(files):
+    """Rule 4: write jobs and their callers speak write_result. Yields (file, line)."""
+    slots, fields, own, shared = {}, set(), {}, {}
+    for f in files:
+        slots.update(job_slots(f.code))
+        fields |= {m.group(1) for m in JOB_FIELD.finditer(f.code)}
+        for name, ret, static in return_types(f.code):
+            own.setdefault(f.name, {})[name] = ret
+            if not static:
+                shared[name] = ret
+    if not slots and not fields:
+        return
+    handed = re.compile(r"(?:\.|->)\s*(" + "|".join(sorted(fields)) + r")\s*=\s*&?\s*"
+                        r"([A-Za-z_]\w*)\s*(?=[,;}])") if fields else None
+    for f in files:
+        for m in re.finditer(r"typedef\s+([A-Za-z_]\w*)\s*\(\s*\*\s*write_job_fn\s*\)", f.code):
+            if m.group(1) != "write_result":
+                yield f.name, (f"{f.name}:{line_of(f.code, m.start())}: write_job_fn returns "
+                               f"{m.group(1)}: a write job returns write_result (store/store.h)")
+        jobs = []
+        for m in re.finditer(r"\b(" + "|".join(sorted(slots)) + r")\s*\(", f.code) if slots else ():
+            end = closing(f.code, m.end() - 1)
+            if DECLARED.match(f.code[:m.start()].split("\n")[-1]):
+                continue  # its own definition or declaration
+            args = top_level_split(f.code[m.end():end - 1])
+            i = slots[m.group(1)]
+            if i < len(args) and re.fullmatch(r"\s*&?\s*[A-Za-z_]\w*\s*", args[i]):
+                jobs.append((args[i].strip().lstrip("&").strip(), m.start(), m.group(1)))
+        for m in handed.finditer(f.code) if handed else ():
+            jobs.append((m.group(2), m.start(), "." + m.group(1)))
+        for job, pos, via in jobs:
+            ret = own.get(f.name, {}).get(job, shared.get(job))  # a static one of its file first
+            if ret is not None and ret.split()[-1] != "write_result":
+                yield f.name, (f"{f.name}:{line_of(f.code, pos)}: {job} is handed to {via} as "
+                               f"a write job but returns {ret}: a write job returns write_result "
+                               "(store/store.h), its db_status said through write_result_of_db")
+        for m in WRITE_RESULT_CAST.finditer(f.code):
+            yield f.name, (f"{f.name}:{line_of(f.code, m.start())}: casts a write_result: a "
+                           "request's write_result is read as it is (store/store.h)")
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
                         pathlib.Path(__file__).resolve().parent.parent)
@@ -355,6 +454,8 @@ def main():
     for f in files:
         by_file[f.name] = [*include_ties(f), *type_ties(f, tag_owners, typedef_owners),
                            *registration_ties(f, called_fields, function_owners)]
+    for name, line in write_job_ties(files):
+        by_file[name].append(line)
     problems = [p for name in sorted(by_file) for p in by_file[name]]
     for p in problems:
         print(p)

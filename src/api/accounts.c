@@ -64,7 +64,7 @@ db_stmt *account_insert(db_conn *db, uint64_t id, uint64_t user, const char *cur
                     "iissi", (int64_t)id, (int64_t)user, currency, name, now);
 }
 
-static int insert_account(db_conn *db, void *arg)
+static write_result insert_account(db_conn *db, void *arg)
 {
     new_account *n = arg;
     request *req = n->req;
@@ -72,9 +72,9 @@ static int insert_account(db_conn *db, void *arg)
         req, &account_resource,
         account_insert(db, n->id, req->user.id, n->in->currency, n->in->name, n->now), NULL);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     /* §15: the event commits with the account */
-    return event_record_reply(db, req, "account.created", NULL);
+    return write_result_of_db(event_record_reply(db, req, "account.created", NULL));
 }
 
 step_result accounts_create(request *req, void *prepared)

@@ -159,7 +159,7 @@ typedef struct key_job {
     "the key is shown only in the first answer to this request; if it was lost, create another "   \
     "key and revoke this one with it"
 
-static int insert_key(db_conn *db, void *arg)
+static write_result insert_key(db_conn *db, void *arg)
 {
     key_job *job = arg;
     request *req = job->req;
@@ -176,9 +176,9 @@ static int insert_key(db_conn *db, void *arg)
         db_status twin_rc = api_key_test_twin(db, req->user.owner, job->twin_id,
                                               job->key.created_at, &job->key.user);
         if (twin_rc != DB_DONE)
-            return twin_rc;
-        if (!job->key.user)
-            return -1;
+            return write_result_of_db(twin_rc);
+        if (!job->key.user) /* read as a constraint would be, as it always was */
+            return WRITE_CONFLICT;
         /* the twin's own creates lock the twin's row (user_cap_full_or_reply): so does this
          * one, so that the two count one after the other */
         if (db_kind_of(db) == DB_POSTGRES) {
@@ -187,18 +187,18 @@ static int insert_key(db_conn *db, void *arg)
             db_status lock_rc = db_step(lock);
             db_done(lock);
             if (lock_rc != DB_ROW && lock_rc != DB_DONE)
-                return lock_rc;
+                return write_result_of_db(lock_rc);
         }
     }
     bool full;
     db_status rc = user_cap_full_or_reply(db, req, for_twin ? &active_test_keys : &active_keys,
                                           req->app->cfg.max_api_keys, &full);
     if (rc != DB_DONE || full)
-        return rc;
+        return write_result_of_db(rc);
     /* the key itself is in this answer, and only here */
     const secret_member key = {"api_key", job->key.key, ROTATE_API_KEY};
-    return resource_created_with_secret(req, &api_key_resource, api_key_insert(db, &job->key),
-                                        &key);
+    return write_result_of_db(
+        resource_created_with_secret(req, &api_key_resource, api_key_insert(db, &job->key), &key));
 }
 
 static step_result key_stored(request *req, void *arg)
@@ -241,14 +241,14 @@ typedef struct revoke_job {
     uint64_t key_id, user;
 } revoke_job;
 
-static int revoke_key(db_conn *db, void *arg)
+static write_result revoke_key(db_conn *db, void *arg)
 {
     revoke_job *job = arg;
     db_stmt *st = api_key_revoke(db, job->key_id, job->user, now_us());
-    if (!st)
-        return -1;
+    if (!st) /* read as a constraint would be, as it always was */
+        return WRITE_CONFLICT;
     resource_answer_get(job->req, &api_key_resource, st);
-    return 0;
+    return WRITE_OK;
 }
 
 static step_result key_revoked(request *req, void *arg)

@@ -137,10 +137,10 @@ static void reply_verdict(request *req, hold_verdict v, const hold_state *h)
     }
 }
 
-/* 1. reserve. Returns 0 with no answer set when it reserved (the processor is next), 0 with the
- * refusal as the answer, DB_BUSY when the row moved between its read and its update (the store
- * runs the job again), or the failure. */
-static int reserve_hold(db_conn *db, void *arg)
+/* 1. reserve. Returns WRITE_OK with no answer set when it reserved (the processor is next),
+ * WRITE_OK with the refusal as the answer, WRITE_RETRY when the row moved between its read and its
+ * update (the store runs the job again), or the failure. */
+static write_result reserve_hold(db_conn *db, void *arg)
 {
     hold_op *op = arg;
     request *req = op->req;
@@ -167,13 +167,14 @@ static int reserve_hold(db_conn *db, void *arg)
     }
     db_done(st);
     if (rc != DB_ROW)
-        return rc == DB_DONE ? DB_ERROR : rc; /* the payment was read before the claim */
+        return rc == DB_DONE ? WRITE_FAILED
+                             : write_result_of_db(rc); /* the payment was read before the claim */
     hold_verdict v = hold_plan(&h, op->kind == HOLD_CAPTURE ? HOLD_CAPTURE : HOLD_RELEASE, op->want,
                                op->final, &op->change);
     if (v != HOLD_OK) {
         if (req->idem) /* the client's answer; an expiry just finds the hold gone */
             reply_verdict(req, v, &h);
-        return 0;
+        return WRITE_OK;
     }
     hold_change *c = &op->change;
     bool canceling = op->kind != HOLD_CAPTURE;
@@ -191,18 +192,19 @@ static int reserve_hold(db_conn *db, void *arg)
                  (int64_t)(c->captured > 0), c->status, (int64_t)canceling, op->created_at, reason,
                  h.capturable, h.capture_count, h.captured, h.refunded);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) != 1)
-        return DB_BUSY; /* another capture, cancel, expiry or refund moved it first: read again */
+        return WRITE_RETRY; /* another capture, cancel, expiry or refund moved it first: read again
+                             */
     int64_t moved = c->captured + c->released;
     rc = db_exec(db,
                  "UPDATE accounts SET pending = pending - $2, version = version + 1, "
                  "updated_at = $3 WHERE id = $1 AND pending >= $2",
                  "iii", (int64_t)op->account_id, moved, op->created_at);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) != 1)
-        return DB_ERROR; /* the pending book lost what the hold holds: never paper over it */
+        return WRITE_FAILED; /* the pending book lost what the hold holds: never paper over it */
     if (c->captured > 0) {
         rc = account_credit_at_commit(db, op->account_id, c->captured, op->created_at);
         if (rc == DB_DONE) /* the volume rollup counts what was taken, under the payment's hour */
@@ -211,12 +213,12 @@ static int reserve_hold(db_conn *db, void *arg)
             rc = ledger_post_capture(db, req->app, op->user_id, op->payment_id, op->account_id,
                                      op->currency, c->captured);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
     }
     if (c->released > 0 &&
         (rc = ledger_post_release(db, req->app, op->user_id, op->payment_id, op->account_id,
                                   op->currency, c->released)) != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     rc = db_exec(db,
                  "INSERT INTO payment_captures (id, user_id, payment_id, kind, amount, released, "
                  "status, processor_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'pending', "
@@ -224,7 +226,7 @@ static int reserve_hold(db_conn *db, void *arg)
                  "iiisiisi", (int64_t)op->id, (int64_t)op->user_id, (int64_t)op->payment_id,
                  kind_names[op->kind], c->captured, c->released, op->processor_key, op->created_at);
     if (rc != DB_DONE || !order_id)
-        return rc;
+        return write_result_of_db(rc);
     /* §17: the order is paid at the first capture, and free again when the payment is
      * canceled with nothing captured */
     if (c->captured > 0 && h.captured == 0)
@@ -238,10 +240,10 @@ static int reserve_hold(db_conn *db, void *arg)
                      "WHERE id = $1 AND payment_id = $2 AND status = 'created'",
                      "iii", (int64_t)order_id, (int64_t)op->payment_id, op->created_at);
     else
-        return DB_DONE;
+        return WRITE_OK;
     if (rc == DB_DONE && db_changes(db) == 1 && c->captured > 0)
         rc = event_record_order(db, req, order_id);
-    return rc;
+    return write_result_of_db(rc);
 }
 
 /* The payment as it is now, as JSON text (malloc'd), with `extra` members added; NULL when
@@ -269,7 +271,7 @@ static char *payment_text(db_conn *db, uint64_t payment_id, json_t *extra)
 }
 
 /* 3. confirm: the row succeeded at the processor; the events and (for a client) the answer. */
-static int confirm_hold(db_conn *db, void *arg)
+static write_result confirm_hold(db_conn *db, void *arg)
 {
     hold_op *op = arg;
     request *req = op->req;
@@ -278,19 +280,19 @@ static int confirm_hold(db_conn *db, void *arg)
                            "WHERE id = $1 AND status = 'pending'",
                            "is", (int64_t)op->id, op->processor.id);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     bool first = db_changes(db) == 1; /* an expiry confirmed twice (two nodes) records once */
     if (req->idem) {
         db_stmt *st = db_query(db, PAYMENT_SELECT, "i", (int64_t)op->payment_id);
         if (db_step(st) != DB_ROW) {
             db_done(st);
-            return DB_ERROR;
+            return WRITE_FAILED;
         }
         resource_reply(req, &payment_resource, st, 200);
         db_done(st);
     }
     if (!first && !req->idem)
-        return DB_DONE;
+        return WRITE_OK;
     const hold_change *c = &op->change;
     if (c->captured > 0) { /* one event per capture, with its amount */
         char *text =
@@ -304,7 +306,7 @@ static int confirm_hold(db_conn *db, void *arg)
         rc = text ? event_record(db, req, "payment.canceled", text) : DB_ERROR;
         free(text);
     }
-    return rc;
+    return write_result_of_db(rc);
 }
 
 /* The operation this processor key reserved before, if any (a retry, a resume, or the
@@ -557,7 +559,7 @@ static bool expire_one(app *a, const due_hold *d, bool *expired)
             return true;
         }
         op.created_at = now_us();
-        if (store_run(a->store, reserve_hold, &op) != WRITE_OK || op.change.released == 0) {
+        if (store_write(a->store, reserve_hold, &op) != WRITE_OK || op.change.released == 0) {
             request_free(req);
             return true; /* captured or canceled first, or the database failed: next pass */
         }
@@ -567,7 +569,7 @@ static bool expire_one(app *a, const due_hold *d, bool *expired)
     }
     op.processor = hold_at_processor(&op);
     if (op.processor.status == PROC_APPROVED) {
-        *expired = store_run(a->store, confirm_hold, &op) == WRITE_OK;
+        *expired = store_write(a->store, confirm_hold, &op) == WRITE_OK;
     } else {
         answered = op.processor.status != PROC_UNAVAILABLE;
         jsonw w;

@@ -16,7 +16,7 @@
 #include "webhook/delivery.h"
 #include "webhook/outbox.h"
 
-int event_record(db_conn *db, request *req, const char *type, const char *object_json)
+db_status event_record(db_conn *db, request *req, const char *type, const char *object_json)
 {
     if (!req->app->cfg.events) /* benchmarks only: the cost of the outbox itself */
         return DB_DONE;
@@ -36,7 +36,7 @@ int event_record(db_conn *db, request *req, const char *type, const char *object
     return rc;
 }
 
-int event_record_reply(db_conn *db, request *req, const char *type, const char *member)
+db_status event_record_reply(db_conn *db, request *req, const char *type, const char *member)
 {
     if (!member)
         return event_record(db, req, type, req->resp_body);
@@ -45,21 +45,21 @@ int event_record_reply(db_conn *db, request *req, const char *type, const char *
     json_decref(body);
     if (!object)
         return DB_ERROR;
-    int rc = event_record(db, req, type, object);
+    db_status rc = event_record(db, req, type, object);
     free(object);
     return rc;
 }
 
-int event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id)
+db_status event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id)
 {
-    int rc = succeeded ? event_record_reply(db, req, "payment.succeeded", NULL)
-                       : event_record_reply(db, req, "payment.failed", "payment");
+    db_status rc = succeeded ? event_record_reply(db, req, "payment.succeeded", NULL)
+                             : event_record_reply(db, req, "payment.failed", "payment");
     if (rc == DB_DONE && succeeded && order_id)
         rc = event_record_order(db, req, order_id);
     return rc;
 }
 
-int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id)
+db_status event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id)
 {
     if (db_changes(db) == 0)
         return DB_DONE;
@@ -70,10 +70,10 @@ int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id)
     return order ? event_record_order(db, req, order) : DB_DONE;
 }
 
-int event_record_order(db_conn *db, request *req, uint64_t order_id)
+db_status event_record_order(db_conn *db, request *req, uint64_t order_id)
 {
     char *order = order_read_text(db, order_id);
-    int rc = order ? event_record(db, req, "order.status_changed", order) : DB_ERROR;
+    db_status rc = order ? event_record(db, req, "order.status_changed", order) : DB_ERROR;
     free(order);
     return rc;
 }

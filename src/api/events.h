@@ -15,17 +15,17 @@
 #include "store/db.h"
 
 /* Records `type` with object_json (the resource right after the change) for the request's user. */
-int event_record(db_conn *db, request *req, const char *type, const char *object_json);
+db_status event_record(db_conn *db, request *req, const char *type, const char *object_json);
 /* The same with the handler's answer as the object: its body, or the body's `member` (a decline's
  * problem carries its payment). Call it after the job set its answer. */
-int event_record_reply(db_conn *db, request *req, const char *type, const char *member);
+db_status event_record_reply(db_conn *db, request *req, const char *type, const char *member);
 /* payment.succeeded or payment.failed from the payment job's answer, and order.status_changed
  * when the payment paid an order. */
-int event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id);
+db_status event_record_payment(db_conn *db, request *req, bool succeeded, uint64_t order_id);
 /* order.status_changed when the statement just run (a full refund) moved the payment's order. */
-int event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id);
+db_status event_record_refunded_order(db_conn *db, request *req, uint64_t payment_id);
 /* order.status_changed for an order another resource's job moved (a payment, a refund): the
  * order row as this transaction sees it. */
-int event_record_order(db_conn *db, request *req, uint64_t order_id);
+db_status event_record_order(db_conn *db, request *req, uint64_t order_id);
 
 #endif

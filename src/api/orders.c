@@ -102,7 +102,7 @@ typedef struct new_order {
     int64_t now;
 } new_order;
 
-static int insert_order(db_conn *db, void *arg)
+static write_result insert_order(db_conn *db, void *arg)
 {
     new_order *o = arg;
     request *req = o->req;
@@ -119,9 +119,9 @@ static int insert_order(db_conn *db, void *arg)
                  o->in->amount, o->in->currency, o->in->description, o->now),
         &duplicate);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (!duplicate) /* §15: the event commits with the order */
-        return event_record_reply(db, req, "order.created", NULL);
+        return write_result_of_db(event_record_reply(db, req, "order.created", NULL));
     /* the unique index decided: answer with the order that holds the external id */
     db_stmt *st =
         db_query(db, "SELECT id FROM orders WHERE user_id = $1 AND external_order_id = $2", "is",
@@ -132,7 +132,7 @@ static int insert_order(db_conn *db, void *arg)
             req, ERR_DUPLICATE_ORDER, "an order with this external_order_id exists",
             json_pack("{s:o}", "existing_order_id", json_id("ord", (uint64_t)db_int(st, 0))));
     db_done(st);
-    return found ? 0 : DB_BUSY;
+    return found ? WRITE_OK : WRITE_RETRY;
 }
 
 step_result orders_create(request *req, void *prepared)
@@ -190,7 +190,7 @@ typedef struct status_change {
     int64_t now;
 } status_change;
 
-static int change_status(db_conn *db, void *arg)
+static write_result change_status(db_conn *db, void *arg)
 {
     status_change *c = arg;
     request *req = c->req;
@@ -204,7 +204,7 @@ static int change_status(db_conn *db, void *arg)
                                "iisisi", (int64_t)c->id, (int64_t)req->user.id, c->to, c->now,
                                c->from, c->expected);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         changed = db_changes(db) == 1;
     }
     db_stmt *st =
@@ -213,11 +213,11 @@ static int change_status(db_conn *db, void *arg)
     if (db_step(st) != DB_ROW) {
         db_done(st);
         reply_error(req, ERR_RESOURCE_MISSING, "no such order");
-        return 0;
+        return WRITE_OK;
     }
     const char *status = db_text(st, 4);
     int64_t version = db_int(st, 6);
-    int rc = 0;
+    db_status rc = DB_DONE;
     if (changed || !strcmp(status, c->to)) {
         /* done now, or already: a repeated sync is harmless (RFC 9110 §13.1.1 allows a 2xx when
          * the requested change has already happened, whatever If-Match said) */
@@ -236,9 +236,9 @@ static int change_status(db_conn *db, void *arg)
     db_done(st);
     /* §15: only a real change is an event (written after the row is read: one statement open at
      * a time on the connection) */
-    if (rc == 0 && changed)
+    if (rc == DB_DONE && changed)
         rc = event_record_reply(db, req, "order.status_changed", NULL);
-    return rc;
+    return write_result_of_db(rc);
 }
 
 step_result orders_set_status(request *req, void *prepared)

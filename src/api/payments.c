@@ -219,16 +219,16 @@ static bool order_payable_or_reply(request *req, db_conn *db, payment *p)
 
 /* Whether the account's balance and its hour's volume can take the payment (sum_fits); when
  * not, the refusal is the answer and recorded() voids the charge. */
-static int credit_fits_or_refuse(db_conn *db, payment *p)
+static write_result credit_fits_or_refuse(db_conn *db, payment *p)
 {
     bool balance_fits = false, volume_fits = false;
     db_status rc = account_credit_fits(db, p->account_id, p->amount, &balance_fits);
     if (rc == DB_DONE && balance_fits)
         rc = stats_payment_fits(db, p->account_id, p->created_at, p->amount, &volume_fits);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (balance_fits && volume_fits)
-        return 0;
+        return WRITE_OK;
     reply_error(p->req, ERR_BALANCE_LIMIT_EXCEEDED,
                 balance_fits ? "the account's payment volume cannot take this amount"
                              : "the account's balance cannot take this amount");
@@ -238,7 +238,7 @@ static int credit_fits_or_refuse(db_conn *db, payment *p)
 /* §17: a hold. Nothing reaches the account's available balance: the authorization's entry
  * moves the amount between its pending book and the currency's holds; the order is held by the
  * payment (payment_id set, still 'created') until the first capture pays it. */
-static int record_authorization(db_conn *db, payment *p)
+static write_result record_authorization(db_conn *db, payment *p)
 {
     request *req = p->req;
     db_status rc = db_exec(db,
@@ -249,7 +249,7 @@ static int record_authorization(db_conn *db, payment *p)
         rc = ledger_post_authorization(db, req->app, req->user.id, p->id, p->account_id,
                                        p->currency, p->amount);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (p->order_id &&
         (db_exec(db,
                  "UPDATE orders SET payment_id = $2, version = version + 1, updated_at = $3 "
@@ -264,17 +264,17 @@ static int record_authorization(db_conn *db, payment *p)
     jw_init(&w);
     write_new_payment(&w, p, "requires_capture");
     reply_jsonw(req, 201, &w);
-    return event_record_reply(db, req, "payment.authorized", NULL);
+    return write_result_of_db(event_record_reply(db, req, "payment.authorized", NULL));
 }
 
-static int record_payment(db_conn *db, void *arg)
+static write_result record_payment(db_conn *db, void *arg)
 {
     payment *p = arg;
     request *req = p->req;
     bool approved = p->charge.status == PROC_APPROVED;
     const char *status = !approved ? "failed" : p->manual ? "requires_capture" : "succeeded";
-    int refused = approved && !p->manual ? credit_fits_or_refuse(db, p) : 0;
-    if (refused)
+    write_result refused = approved && !p->manual ? credit_fits_or_refuse(db, p) : WRITE_OK;
+    if (refused != WRITE_OK)
         return refused;
     bool held = approved && p->manual;
     if (held)
@@ -294,7 +294,8 @@ static int record_payment(db_conn *db, void *arg)
         p->charge.id, approved ? NULL : p->charge.decline_code, p->created_at,
         p->manual ? "manual" : "automatic", held ? p->capture_before : (int64_t)0);
     if (rc != DB_DONE)
-        return rc; /* DB_CONSTRAINT: the caller finds out which (the order's, or an id's) */
+        return write_result_of_db(
+            rc); /* WRITE_CONFLICT: the caller finds out which (the order's, or an id's) */
     if (held)
         return record_authorization(db, p);
     if (approved) {
@@ -307,7 +308,7 @@ static int record_payment(db_conn *db, void *arg)
             rc = ledger_post_charge(db, req->app, req->user.id, p->id, p->account_id, p->currency,
                                     p->amount);
         if (rc != DB_DONE)
-            return rc; /* outside a batch they apply at once, and can fail */
+            return write_result_of_db(rc); /* outside a batch they apply at once, and can fail */
         if (p->order_id &&
             (db_exec(db,
                      "UPDATE orders SET status = 'paid', payment_id = $2, version = version + 1, "
@@ -334,7 +335,7 @@ static int record_payment(db_conn *db, void *arg)
         free(text);
     }
     /* §15: the payment's event, and its order's, commit with the payment */
-    return event_record_payment(db, req, approved, p->order_id);
+    return write_result_of_db(event_record_payment(db, req, approved, p->order_id));
 }
 
 /* What needs the database: 404s and the account's currency, before the key is claimed (on the

@@ -96,7 +96,7 @@ typedef struct new_product {
     int64_t stock, now;
 } new_product;
 
-static int insert_product(db_conn *db, void *arg)
+static write_result insert_product(db_conn *db, void *arg)
 {
     new_product *p = arg;
     request *req = p->req;
@@ -112,7 +112,7 @@ static int insert_product(db_conn *db, void *arg)
         &duplicate);
     if (rc == DB_DONE && duplicate)
         reply_invalid_param(req, ERR_DUPLICATE_SKU, "sku", "a product with this sku exists");
-    return rc;
+    return write_result_of_db(rc);
 }
 
 step_result products_create(request *req, void *prepared)
@@ -146,7 +146,7 @@ typedef struct product_patch {
     int64_t now;
 } product_patch;
 
-static int patch_product(db_conn *db, void *arg)
+static write_result patch_product(db_conn *db, void *arg)
 {
     product_patch *p = arg;
     request *req = p->req;
@@ -161,10 +161,11 @@ static int patch_product(db_conn *db, void *arg)
                            "issiiiii", (int64_t)req->user.id, p->sku, p->name,
                            (int64_t)p->set_stock, p->stock, bump, p->now, p->expected);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     bool applied = db_changes(db) == 1;
-    return resource_versioned_reply(req, &product_resource, product_by_sku(db, req, p->sku),
-                                    applied, p->expected, p->from_if_match);
+    return write_result_of_db(resource_versioned_reply(req, &product_resource,
+                                                       product_by_sku(db, req, p->sku), applied,
+                                                       p->expected, p->from_if_match));
 }
 
 step_result products_update(request *req, void *prepared)
@@ -232,7 +233,7 @@ typedef struct reservation {
     int64_t quantity, now;
 } reservation;
 
-static int reserve_stock(db_conn *db, void *arg)
+static write_result reserve_stock(db_conn *db, void *arg)
 {
     reservation *r = arg;
     request *req = r->req;
@@ -242,7 +243,7 @@ static int reserve_stock(db_conn *db, void *arg)
                            "updated_at = $3 WHERE id = $1 AND stock >= $2",
                            "iii", (int64_t)r->product_id, r->quantity, r->now);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) == 0) {
         db_stmt *st =
             db_query(db, "SELECT stock FROM products WHERE id = $1", "i", (int64_t)r->product_id);
@@ -250,7 +251,7 @@ static int reserve_stock(db_conn *db, void *arg)
         db_done(st);
         reply_error_extra(req, ERR_OUT_OF_STOCK, "not enough stock for this quantity",
                           json_pack("{s:I}", "available", (json_int_t)available));
-        return 0; /* nothing was written; the answer is stored with the key */
+        return WRITE_OK; /* nothing was written; the answer is stored with the key */
     }
     rc = resource_created(req, &reservation_resource,
                           db_query(db,
@@ -262,9 +263,9 @@ static int reserve_stock(db_conn *db, void *arg)
                                    r->now),
                           NULL);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     /* §15: the event commits with the reservation */
-    return event_record_reply(db, req, "reservation.created", NULL);
+    return write_result_of_db(event_record_reply(db, req, "reservation.created", NULL));
 }
 
 /* The product and the order it names, read before the key is claimed (on the HTTP thread): a

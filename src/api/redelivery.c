@@ -79,7 +79,7 @@ static db_status redeliver_to_subscribers(db_conn *db, resend *r, const char *ty
     return rc;
 }
 
-static int queue_redelivery(db_conn *db, void *arg)
+static write_result queue_redelivery(db_conn *db, void *arg)
 {
     resend *r = arg;
     request *req = r->req;
@@ -91,13 +91,13 @@ static int queue_redelivery(db_conn *db, void *arg)
         snprintf(type, sizeof type, "%s", db_text(st, 0));
     db_done(st);
     if (rc != DB_ROW && rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (rc == DB_DONE) {
         reply_error(req, ERR_RESOURCE_MISSING, "no such event");
-        return 0;
+        return WRITE_OK;
     }
     if (r->endpoint && !endpoint_enabled_or_reply(db, req, r->endpoint, &rc))
-        return rc == DB_DONE ? 0 : rc;
+        return write_result_of_db(rc);
     json_t *ids = json_array();
     if (r->endpoint) { /* named: sent even when it does not subscribe to the type */
         bool queued;
@@ -109,12 +109,12 @@ static int queue_redelivery(db_conn *db, void *arg)
     }
     if (rc != DB_DONE) {
         json_decref(ids);
-        return rc;
+        return write_result_of_db(rc);
     }
     reply_json(req, 202,
                json_pack("{s:s, s:o, s:o}", "object", "redelivery", "event_id",
                          json_id("evt", r->target), "endpoint_ids", ids));
-    return 0;
+    return WRITE_OK;
 }
 
 step_result events_redeliver(request *req, void *prepared)
@@ -133,23 +133,23 @@ step_result events_redeliver(request *req, void *prepared)
     return resource_commit_then_answer(req, queue_redelivery, r, "redelivery", NULL);
 }
 
-static int queue_recovery(db_conn *db, void *arg)
+static write_result queue_recovery(db_conn *db, void *arg)
 {
     resend *r = arg;
     request *req = r->req;
     db_status rc;
     if (!endpoint_enabled_or_reply(db, req, r->target, &rc))
-        return rc == DB_DONE ? 0 : rc;
+        return write_result_of_db(rc);
     int64_t queued = 0, brought_forward = 0;
     rc = webhook_recover(db, r->target, r->since, r->now, &queued, &brought_forward);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     reply_json(req, 202,
                json_pack("{s:s, s:o, s:o, s:I, s:I}", "object", "webhook_recovery",
                          "webhook_endpoint_id", json_id("we", r->target), "since",
                          json_time(r->since), "queued", (json_int_t)queued, "brought_forward",
                          (json_int_t)brought_forward));
-    return 0;
+    return WRITE_OK;
 }
 
 step_result webhooks_recover(request *req, void *prepared)

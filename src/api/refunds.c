@@ -93,7 +93,7 @@ static void reply_in_doubt(request *req)
 
 /* ---- 1. reserve ---- */
 
-static int reserve_refund(db_conn *db, void *arg)
+static write_result reserve_refund(db_conn *db, void *arg)
 {
     refund *r = arg;
     request *req = r->req;
@@ -106,7 +106,7 @@ static int reserve_refund(db_conn *db, void *arg)
                 "WHERE id = $1 AND status <> 'failed' AND refunded_amount + $2 <= amount_captured",
                 "ii", (int64_t)r->payment_id, r->amount);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) == 0) {
         /* another refund took what was left first; nothing was written */
         db_stmt *st =
@@ -114,31 +114,32 @@ static int reserve_refund(db_conn *db, void *arg)
                      "i", (int64_t)r->payment_id);
         reply_exceeds(req, db_step(st) == DB_ROW ? db_int(st, 0) : 0);
         db_done(st);
-        return 0;
+        return WRITE_OK;
     }
     rc = db_exec(db,
                  "UPDATE accounts SET balance = balance - $2, version = version + 1, "
                  "updated_at = $3 WHERE id = $1 AND balance >= $2",
                  "iii", (int64_t)r->account_id, r->amount, r->created_at);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) == 0) {
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the account balance cannot cover the refund");
         return WRITE_REFUSED; /* the savepoint is undone; the engine stores the answer */
     }
     if ((rc = stats_record_refund(db, r->payment_id, r->amount)) != DB_DONE)
-        return rc; /* the volume rollup (api/stats.c) moves with the refunded amount */
+        return write_result_of_db(
+            rc); /* the volume rollup (api/stats.c) moves with the refunded amount */
     /* the journal entry (docs/ledger.md) of the debit just made */
     if ((rc = ledger_post_refund(db, req->app, req->user.id, r->id, r->account_id, r->currency,
                                  r->amount)) != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     rc = db_exec(db,
                  "INSERT INTO refunds (id, user_id, payment_id, amount, reason, status, "
                  "created_at, processor_key) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)",
                  "iiiisis", (int64_t)r->id, (int64_t)req->user.id, (int64_t)r->payment_id,
                  r->amount, r->reason, r->created_at, req->idem->processor_key);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     /* a payment refunded in full takes its order with it (§6) */
     rc = db_exec(db,
                  "UPDATE orders SET status = 'refunded', version = version + 1, updated_at = $2 "
@@ -147,12 +148,13 @@ static int reserve_refund(db_conn *db, void *arg)
                  "AND status IN ('paid', 'shipped', 'completed')",
                  "ii", (int64_t)r->payment_id, r->created_at);
     /* §15: the order's event commits with its change */
-    return rc != DB_DONE ? rc : event_record_refunded_order(db, req, r->payment_id);
+    return write_result_of_db(rc != DB_DONE ? rc
+                                            : event_record_refunded_order(db, req, r->payment_id));
 }
 
 /* ---- 2 and 3: the processor, then confirm ---- */
 
-static int confirm_refund(db_conn *db, void *arg)
+static write_result confirm_refund(db_conn *db, void *arg)
 {
     refund *r = arg;
     db_status rc = db_exec(db,
@@ -165,9 +167,9 @@ static int confirm_refund(db_conn *db, void *arg)
                                        "i", (int64_t)r->id),
                               NULL);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     /* §15: the event commits with the refund's success */
-    return event_record_reply(db, r->req, "refund.succeeded", NULL);
+    return write_result_of_db(event_record_reply(db, r->req, "refund.succeeded", NULL));
 }
 
 static step_result confirmed(request *req, void *arg)

@@ -193,10 +193,10 @@ db_status resource_changed_with_secret(request *req, const resource *r, db_stmt 
     return rc;
 }
 
-int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
-                             int64_t expected, bool from_if_match)
+db_status resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
+                                   int64_t expected, bool from_if_match)
 {
-    int rc = 0;
+    db_status rc = DB_DONE;
     if (db_step(st) != DB_ROW) {
         reply_missing(req, r);
     } else if (applied) {
@@ -293,7 +293,7 @@ typedef struct change_job {
     const char *failed;
 } change_job;
 
-static int run_change(db_conn *db, void *arg)
+static write_result run_change(db_conn *db, void *arg)
 {
     change_job *c = arg;
     return c->fn(db, c->ctx);

@@ -82,9 +82,9 @@ void resource_headers(request *req, const resource *r, int status, const char *k
 /* The answer to a §9 write, from its row re-read after the conditional UPDATE in the same job
  * (st: not yet stepped; finished here): 404 when there is no row, 200 with the new ETag when the
  * UPDATE applied, else 412/409 version_conflict. Returns DB_BUSY when the row matches after all
- * (PostgreSQL: it changed between the two statements), so the job runs again; else 0. */
-int resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
-                             int64_t expected, bool from_if_match);
+ * (PostgreSQL: it changed between the two statements), so the job runs again; else DB_DONE. */
+db_status resource_versioned_reply(request *req, const resource *r, db_stmt *st, bool applied,
+                                   int64_t expected, bool from_if_match);
 
 /* A per-user cap on what a create makes: count_sql counts what the user holds (one row, one
  * column; $1 is the user); past it the create answers `code` (409), naming `what` and `remedy`. */

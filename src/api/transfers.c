@@ -87,7 +87,7 @@ typedef struct transfer {
 } transfer;
 
 /* biz_seq seen before: the same request gets its recorded answer again, another one 422. */
-static int replay_or_reused(db_conn *db, transfer *t)
+static db_status replay_or_reused(db_conn *db, transfer *t)
 {
     request *req = t->req;
     db_stmt *st = db_query(db,
@@ -110,10 +110,10 @@ static int replay_or_reused(db_conn *db, transfer *t)
         reply_header(req, "Idempotent-Replayed", "true");
     }
     db_done(st);
-    return 0;
+    return DB_DONE;
 }
 
-static int add_legs(db_conn *db, const transfer *t)
+static db_status add_legs(db_conn *db, const transfer *t)
 {
     db_status rc = db_exec(db,
                            "INSERT INTO transfer_legs (account_id, created_at, transfer_id) "
@@ -124,7 +124,7 @@ static int add_legs(db_conn *db, const transfer *t)
 
 /* A transfer refused for its balance: the row says failed and holds the refusal (req's answer)
  * for replays, and its event carries the row as it is now. */
-static int fail_transfer(db_conn *db, const transfer *t)
+static db_status fail_transfer(db_conn *db, const transfer *t)
 {
     request *req = t->req;
     db_stmt *st = db_query(db,
@@ -160,7 +160,7 @@ static db_status credit(db_conn *db, const transfer *t, int64_t amount, int64_t 
                    "iiii", (int64_t)t->to, amount, t->created_at, version_step);
 }
 
-static int run_transfer(db_conn *db, void *arg)
+static write_result run_transfer(db_conn *db, void *arg)
 {
     transfer *t = arg;
     request *req = t->req;
@@ -180,22 +180,22 @@ static int run_transfer(db_conn *db, void *arg)
                  t->created_at),
         &seen);
     if (rc != DB_DONE || seen)
-        return rc != DB_DONE ? rc : replay_or_reused(db, t);
+        return write_result_of_db(rc != DB_DONE ? rc : replay_or_reused(db, t));
     /* Rows are locked in id order, so two transfers between the same accounts in opposite
      * directions never wait on each other (on PostgreSQL they would deadlock). When the credited
      * account comes first, a refused debit undoes its credit in this same transaction. */
     bool fits = false;
     if ((rc = account_credit_fits(db, t->to, t->amount, &fits)) != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (!fits) {
         /* recorded as failed, balances untouched, as a debit the balance cannot cover */
         reply_error(req, ERR_BALANCE_LIMIT_EXCEEDED,
                     "the destination account's balance cannot take this amount");
-        return fail_transfer(db, t);
+        return write_result_of_db(fail_transfer(db, t));
     }
     bool credit_first = t->to < t->from;
     if (credit_first && (rc = credit(db, t, t->amount, 1)) != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     rc = db_exec(db,
                  "UPDATE accounts SET balance = balance - $3, version = version + 1, "
                  "updated_at = $4 WHERE id = $1 AND user_id = $2 AND balance >= $3",
@@ -203,9 +203,9 @@ static int run_transfer(db_conn *db, void *arg)
     if (rc == DB_DONE && db_changes(db) == 0) {
         /* recorded as failed, balances untouched: the same biz_seq replays this answer */
         if (credit_first && (rc = credit(db, t, -t->amount, -1)) != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         reply_error(req, ERR_INSUFFICIENT_FUNDS, "the source account's balance is too low");
-        return fail_transfer(db, t);
+        return write_result_of_db(fail_transfer(db, t));
     }
     if (rc == DB_DONE && !credit_first)
         rc = credit(db, t, t->amount, 1);
@@ -215,11 +215,12 @@ static int run_transfer(db_conn *db, void *arg)
         rc = ledger_post_transfer(db, req->app, req->user.id, t->id, t->from, t->to, t->currency,
                                   t->amount);
     if (rc == DB_DONE)
-        rc = db_exec_checked(db, 1, DB_ERROR,
-                             "UPDATE transfers SET response_body = $2 WHERE id = $1", "is",
-                             (int64_t)t->id, req->resp_body);
+        rc = (db_status)db_exec_checked(db, 1, DB_ERROR,
+                                        "UPDATE transfers SET response_body = $2 WHERE id = $1",
+                                        "is", (int64_t)t->id, req->resp_body);
     /* §15: the event commits with the transfer */
-    return rc != DB_DONE ? rc : event_record_reply(db, req, "transfer.succeeded", NULL);
+    return write_result_of_db(
+        rc != DB_DONE ? rc : event_record_reply(db, req, "transfer.succeeded", NULL));
 }
 
 /* The rest of validation (prepare, on the HTTP thread): 400 and 404 answers, not recorded, so a

@@ -62,7 +62,7 @@ typedef struct user_patch {
     int64_t now;
 } user_patch;
 
-static int patch_user(db_conn *db, void *arg)
+static write_result patch_user(db_conn *db, void *arg)
 {
     user_patch *p = arg;
     request *req = p->req;
@@ -76,12 +76,13 @@ static int patch_user(db_conn *db, void *arg)
                 "WHERE id = $1 AND (version = $6 OR $6 = 0)",
                 "issiii", (int64_t)req->user.owner, p->name, p->email, bump, p->now, p->expected);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     bool applied = db_changes(db) == 1;
-    return resource_versioned_reply(req, &user_resource,
-                                    db_query(db, user_resource.get_sql, "ii",
-                                             (int64_t)req->user.owner, (int64_t)req->user.owner),
-                                    applied, p->expected, p->from_if_match);
+    return write_result_of_db(
+        resource_versioned_reply(req, &user_resource,
+                                 db_query(db, user_resource.get_sql, "ii", (int64_t)req->user.owner,
+                                          (int64_t)req->user.owner),
+                                 applied, p->expected, p->from_if_match));
 }
 
 step_result users_update(request *req, void *prepared)

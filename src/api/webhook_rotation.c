@@ -42,12 +42,12 @@ typedef struct rotation {
 /* One UPDATE: the sealed current secret moves to previous_secret as it is (it is sealed for the
  * same endpoint, so it opens there), the new one takes its place. With no overlap no previous
  * secret is kept. */
-static int rotate_secret(db_conn *db, void *arg)
+static write_result rotate_secret(db_conn *db, void *arg)
 {
     rotation *r = arg;
     request *req = r->req;
     const secret_member secret = {"secret", r->secret, ROTATE_AGAIN};
-    return resource_changed_with_secret(
+    return write_result_of_db(resource_changed_with_secret(
         req, &endpoint_resource,
         db_query(db,
                  "UPDATE webhook_endpoints SET "
@@ -58,7 +58,7 @@ static int rotate_secret(db_conn *db, void *arg)
                  "RETURNING " ENDPOINT_COLUMNS,
                  "iiiisi", (int64_t)r->id, (int64_t)req->user.id, r->overlap_us,
                  r->now + r->overlap_us, r->sealed, r->now),
-        &secret);
+        &secret));
 }
 
 step_result webhooks_rotate_secret(request *req, void *prepared)

@@ -162,7 +162,7 @@ typedef struct new_endpoint {
     "endpoint with the same url and events, move your receiver to its secret, then delete this "   \
     "one"
 
-static int insert_endpoint(db_conn *db, void *arg)
+static write_result insert_endpoint(db_conn *db, void *arg)
 {
     new_endpoint *e = arg;
     request *req = e->req;
@@ -173,9 +173,9 @@ static int insert_endpoint(db_conn *db, void *arg)
     db_status rc =
         user_cap_full_or_reply(db, req, &endpoints, req->app->cfg.max_webhook_endpoints, &full);
     if (rc != DB_DONE || full)
-        return rc;
+        return write_result_of_db(rc);
     const secret_member secret = {"secret", e->secret, ROTATE_ENDPOINT_SECRET};
-    return resource_created_with_secret(
+    return write_result_of_db(resource_created_with_secret(
         req, &endpoint_resource,
         db_query(db,
                  "INSERT INTO webhook_endpoints (id, user_id, url, events, description, secret, "
@@ -183,7 +183,7 @@ static int insert_endpoint(db_conn *db, void *arg)
                  "RETURNING " ENDPOINT_COLUMNS,
                  "iissssi", (int64_t)e->id, (int64_t)req->user.id, e->url, e->events,
                  e->description, e->sealed, e->now),
-        &secret);
+        &secret));
 }
 
 /* After the url's check: the secret, then the cap, the row and the key's answer (the key claimed
@@ -242,7 +242,7 @@ typedef struct endpoint_change {
     int64_t now;
 } endpoint_change;
 
-static int change_endpoint(db_conn *db, void *arg)
+static write_result change_endpoint(db_conn *db, void *arg)
 {
     endpoint_change *c = arg;
     request *req = c->req;
@@ -251,20 +251,20 @@ static int change_endpoint(db_conn *db, void *arg)
         rc = db_exec(db, "DELETE FROM webhook_endpoints WHERE id = $1 AND user_id = $2", "ii",
                      (int64_t)c->id, (int64_t)req->user.id);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         if (db_changes(db) == 0) {
             reply_error(req, ERR_RESOURCE_MISSING, "no such webhook endpoint");
-            return 0;
+            return WRITE_OK;
         }
         /* what was still due goes with it; the attempts stay readable until retention */
         rc = db_exec(db, "DELETE FROM webhook_deliveries WHERE endpoint_id = $1", "i",
                      (int64_t)c->id);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         reply_json(req, 200,
                    json_pack("{s:o, s:s, s:b}", "id", json_id("we", c->id), "object",
                              "webhook_endpoint", "deleted", 1));
-        return 0;
+        return WRITE_OK;
     }
     rc = db_exec(db,
                  "UPDATE webhook_endpoints SET url = COALESCE($3, url), "
@@ -276,11 +276,11 @@ static int change_endpoint(db_conn *db, void *arg)
                  "iissii", (int64_t)c->id, (int64_t)req->user.id, c->url,
                  c->events ? c->events : "", (int64_t)c->disabled, c->now);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     resource_answer_get(
         req, &endpoint_resource,
         db_query(db, endpoint_resource.get_sql, "ii", (int64_t)c->id, (int64_t)req->user.id));
-    return 0;
+    return WRITE_OK;
 }
 
 static step_result update_endpoint(request *req, void *arg)

@@ -237,7 +237,7 @@ static int64_t next_fence(int64_t previous, int64_t now)
  * doubt or released it, or another request took it over. This request takes nothing and
  * answers what the key holds now (a statement of its own, so on PostgreSQL it sees what
  * committed meanwhile): the stored answer, or 409 while it is anyone else's to finish. */
-static int claim_lost(db_conn *db, claim_job *j)
+static write_result claim_lost(db_conn *db, claim_job *j)
 {
     request *req = j->req;
     row_free(&j->row);
@@ -247,10 +247,10 @@ static int claim_lost(db_conn *db, claim_job *j)
         if (now == KEY_REPLAY || now == KEY_MISMATCH)
             j->verdict = now;
     }
-    return 0;
+    return WRITE_OK;
 }
 
-static int claim(db_conn *db, void *arg)
+static write_result claim(db_conn *db, void *arg)
 {
     claim_job *j = arg;
     request *req = j->req;
@@ -269,18 +269,18 @@ static int claim(db_conn *db, void *arg)
                            "isssssii", user, c->key, c->fingerprint, req->method, req->path,
                            c->canonical_body, j->now, (int64_t)new_scheme);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) == 1) {
         c->claimed_at = c->fence = c->generation = j->now;
         c->processor_key_scheme = new_scheme;
         j->verdict = KEY_ABSENT;
-        return 0;
+        return WRITE_OK;
     }
     if (!load_row(db, req->user.id, c->key, &j->row))
-        return DB_BUSY; /* deleted under us: the caller retries */
+        return WRITE_RETRY; /* deleted under us: the caller retries */
     j->verdict = judge(&j->row, c->fingerprint, req->app, j->now);
     if (!claimable(j->verdict))
-        return 0;
+        return WRITE_OK;
     /* PostgreSQL: the row is not locked by the read, so its holder may finish (or another
      * request take it over) right here; the write below names everything the verdict read */
     fault_point("claim-between-read-and-write");
@@ -317,12 +317,12 @@ static int claim(db_conn *db, void *arg)
         c->resumed = true;
     }
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) != 1)
         return claim_lost(db, j);
     c->claimed_at = j->now;
     c->fence = fence;
-    return 0;
+    return WRITE_OK;
 }
 
 void idem_forget(request *req)
@@ -388,7 +388,13 @@ step_result idem_claim_then(request *req, request_step next, void *next_ctx)
  * none changed means a newer holder has the key. On PostgreSQL the check may travel with the
  * job's next statement (db_exec_checked). */
 #define FENCED_WRITE(db, sql, types, ...)                                                          \
-    db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__)
+    fenced_result(db_exec_checked(db, 1, WRITE_FENCED, sql, types, __VA_ARGS__))
+
+/* A fenced write's code as the job's result: WRITE_FENCED, or the db_status it met. */
+static write_result fenced_result(int rc)
+{
+    return rc == WRITE_FENCED ? WRITE_FENCED : write_result_of_db((db_status)rc);
+}
 
 /* The answer is stored with the key (or what the handler chose to keep instead of it: a create
  * that shows a secret keeps its answer without the secret). When an event of the same job recorded
@@ -396,7 +402,7 @@ step_result idem_claim_then(request *req, request_step next, void *next_ctx)
  * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
  * event. The request's body goes: only the recoverer reads it, and only of an open key (a retry
  * is judged by the fingerprint; a re-claim writes its own). */
-static int store_response(db_conn *db, request *req)
+static write_result store_response(db_conn *db, request *req)
 {
     const char *location = response_header(req, "Location");
     uint64_t event = app_answers_by_event(req->app) ? req->resp_event : 0;
@@ -419,7 +425,7 @@ typedef struct settle_job {
     key_disposition what;
 } settle_job;
 
-static int settle_job_run(db_conn *db, void *arg)
+static write_result settle_job_run(db_conn *db, void *arg)
 {
     settle_job *j = arg;
     request *req = j->req;
@@ -456,7 +462,7 @@ static int settle_job_run(db_conn *db, void *arg)
 void idem_settle(request *req, key_disposition what)
 {
     settle_job j = {.req = req, .what = what};
-    write_result r = store_run(req->app->store, settle_job_run, &j);
+    write_result r = store_write(req->app->store, settle_job_run, &j);
     if (r == WRITE_FENCED) {
         answer_what_key_holds(req);
     } else if (r != WRITE_OK) {
@@ -502,7 +508,7 @@ typedef struct commit_job {
  * met, and they are undone with it). PostgreSQL: a row lock on the key, without a new row
  * version. SQLite's one writer holds the whole database until the commit, so a read is enough
  * (an update of the row, as before, cost 6 % of the writer's time). */
-static int hold_fence(db_conn *db, request *req)
+static write_result hold_fence(db_conn *db, request *req)
 {
     if (db_kind_of(db) == DB_POSTGRES)
         return FENCED_WRITE(db,
@@ -515,10 +521,10 @@ static int hold_fence(db_conn *db, request *req)
                            "isi", (int64_t)req->user.id, req->idem->key, req->idem->fence);
     db_status rc = db_step(st);
     db_done(st);
-    return rc == DB_ROW ? 0 : rc == DB_DONE ? WRITE_FENCED : rc;
+    return rc == DB_ROW ? WRITE_OK : rc == DB_DONE ? WRITE_FENCED : write_result_of_db(rc);
 }
 
-static int commit_with_response(db_conn *db, void *arg)
+static write_result commit_with_response(db_conn *db, void *arg)
 {
     commit_job *j = arg;
     request *req = j->req;
@@ -527,27 +533,27 @@ static int commit_with_response(db_conn *db, void *arg)
          * leaves nothing written (WRITE_REFUSED), and a failure of fn undoes the claim too */
         row_free(&j->claim.row); /* a batch run again runs the claim again */
         j->claim.now = now_us();
-        int rc = claim(db, &j->claim);
-        if (rc != 0)
+        write_result rc = claim(db, &j->claim);
+        if (rc != WRITE_OK)
             return rc;
         if (!claimable(j->claim.verdict))
             return WRITE_REFUSED;
     } else if (req->idem) {
-        int rc = hold_fence(db, req);
-        if (rc != 0)
+        write_result rc = hold_fence(db, req);
+        if (rc != WRITE_OK)
             return rc;
     }
-    int rc = j->fn(db, j->ctx);
-    if (rc != 0 || !req->idem || !req->status)
+    write_result rc = j->fn(db, j->ctx);
+    if (rc != WRITE_OK || !req->idem || !req->status)
         return rc;
     key_disposition what = req->error == ERR_NONE ? KEY_STORE : problem_lookup(req->error)->key;
     if (what != KEY_STORE)
         return rc;
     rc = store_response(db, req);
-    if (rc != 0)
+    if (rc != WRITE_OK)
         return rc;
     req->resp_recorded = true;
-    return 0;
+    return WRITE_OK;
 }
 
 /* What a commit came to, said once for both forms: a holder that lost its key answers what the
@@ -628,17 +634,18 @@ typedef struct void_job {
     int64_t amount;
 } void_job;
 
-static int queue_void(db_conn *db, void *arg)
+static write_result queue_void(db_conn *db, void *arg)
 {
     void_job *j = arg;
     request *req = j->req;
-    return db_exec(db,
-                   "INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, "
-                   "generation, account_id, charge_id, amount, created_at) "
-                   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-                   "sissiisii", req->idem->processor_key, (int64_t)req->user.id, req->idem->key,
-                   req->idem->fingerprint, req->idem->generation, (int64_t)j->account_id,
-                   j->charge_id, j->amount, now_us());
+    return write_result_of_db(
+        db_exec(db,
+                "INSERT INTO charge_voids (processor_key, user_id, idem_key, fingerprint, "
+                "generation, account_id, charge_id, amount, created_at) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                "sissiisii", req->idem->processor_key, (int64_t)req->user.id, req->idem->key,
+                req->idem->fingerprint, req->idem->generation, (int64_t)j->account_id, j->charge_id,
+                j->amount, now_us()));
 }
 
 static step_result void_queued(request *req, void *arg)

@@ -176,7 +176,7 @@ typedef struct void_decision {
  * it began, and a payment commits with its key's answer, so a key seen completed has its
  * payment seen by the read after it (read the other way round, a payment committed between the
  * two reads was missed, and its charge voided). */
-static int decide_void(db_conn *db, void *arg)
+static write_result decide_void(db_conn *db, void *arg)
 {
     void_decision *d = arg;
     const charge_void *v = d->v;
@@ -193,10 +193,10 @@ static int decide_void(db_conn *db, void *arg)
     }
     db_done(st);
     if (rc < 0)
-        return rc;
+        return write_result_of_db(rc);
     if (!strcmp(state, "started") || !strcmp(state, "in_doubt")) {
         d->verdict = VOID_WAIT; /* its holder (or the recoverer) will record this charge */
-        return 0;
+        return WRITE_OK;
     }
     fault_point("void-between-reads"); /* a retry's payment may commit here */
     /* the account's payments since the key's generation (less a minute for clocks that differ
@@ -209,10 +209,10 @@ static int decide_void(db_conn *db, void *arg)
     bool carried = rc == DB_ROW;
     db_done(st);
     if (rc < 0)
-        return rc; /* could not look: never a verdict to void on */
+        return write_result_of_db(rc); /* could not look: never a verdict to void on */
     if (carried) {
         d->verdict = VOID_CARRIED;
-        return 0;
+        return WRITE_OK;
     }
     d->verdict = VOID_NOW;
     if (!strcmp(state, "released")) {
@@ -222,17 +222,18 @@ static int decide_void(db_conn *db, void *arg)
                      "isiii", v->user_id, v->idem_key, d->now,
                      fence + 1 > d->now ? fence + 1 : d->now, fence);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         if (db_changes(db) != 1)
             d->verdict = VOID_WAIT; /* claimed meanwhile: look again next pass */
     }
-    return 0;
+    return WRITE_OK;
 }
 
-static int forget_void(db_conn *db, void *arg)
+static write_result forget_void(db_conn *db, void *arg)
 {
     const charge_void *v = arg;
-    return db_exec(db, "DELETE FROM charge_voids WHERE processor_key = $1", "s", v->processor_key);
+    return write_result_of_db(
+        db_exec(db, "DELETE FROM charge_voids WHERE processor_key = $1", "s", v->processor_key));
 }
 
 /* Settles one charge no payment carries; false while the pass may not go on asking the
@@ -240,7 +241,7 @@ static int forget_void(db_conn *db, void *arg)
 static bool settle_void(app *a, const charge_void *v, pass_budget *b)
 {
     void_decision d = {.v = v, .now = now_us()};
-    if (store_run(a->store, decide_void, &d) != WRITE_OK || d.verdict == VOID_WAIT)
+    if (store_write(a->store, decide_void, &d) != WRITE_OK || d.verdict == VOID_WAIT)
         return still_asking(b, true, 0);
     const char *outcome = "carried";
     if (d.verdict == VOID_NOW) {
@@ -263,7 +264,7 @@ static bool settle_void(app *a, const charge_void *v, pass_budget *b)
         }
         outcome = "voided";
     }
-    store_run(a->store, forget_void, (void *)v);
+    store_write(a->store, forget_void, (void *)v);
     jsonw w;
     log_begin(&w, "info", "unrecorded charge settled");
     jw_key(&w, "user_id");

@@ -61,18 +61,18 @@ static int64_t mark_ahead_ms(const node_lease *l)
     return l->renews ? MARK_AHEAD_MS : LEASE_TTL_MS;
 }
 
-static int read_mark(db_conn *db, int id, int64_t *mark)
+static db_status read_mark(db_conn *db, int id, int64_t *mark)
 {
     db_stmt *st =
         db_query(db, "SELECT last_ms FROM node_id_marks WHERE node_id = $1", "i", (int64_t)id);
     db_status rc = db_step(st);
     *mark = rc == DB_ROW ? db_int(st, 0) : 0;
     db_done(st);
-    return rc == DB_ROW || rc == DB_DONE ? 0 : rc;
+    return rc == DB_ROW ? DB_DONE : rc;
 }
 
 /* Moves the mark forward to until_ms (never back): written before any id stamped up to it. */
-static int reserve_mark(db_conn *db, int id, int64_t until_ms)
+static db_status reserve_mark(db_conn *db, int id, int64_t until_ms)
 {
     return db_exec(db,
                    "INSERT INTO node_id_marks (node_id, last_ms) VALUES ($1, $2) "
@@ -84,10 +84,10 @@ static int reserve_mark(db_conn *db, int id, int64_t until_ms)
 /* After the id is taken: its mark. A clock behind it by more than the generator absorbs keeps
  * the mark as it is (the caller gives the id back and waits, or refuses to start); otherwise
  * the mark is reserved ahead of the clock. */
-static int check_and_reserve_mark(db_conn *db, lease_job *j, int id)
+static db_status check_and_reserve_mark(db_conn *db, lease_job *j, int id)
 {
-    int rc = read_mark(db, id, &j->mark);
-    if (rc != 0)
+    db_status rc = read_mark(db, id, &j->mark);
+    if (rc != DB_DONE)
         return rc;
     int64_t now_ms = j->now / 1000;
     j->behind = j->mark > now_ms + j->l->gen->max_drift_ms;
@@ -105,7 +105,7 @@ static int check_and_reserve_mark(db_conn *db, lease_job *j, int id)
  * lease this release writes says it can do both (LEASE_CAPABILITIES). */
 #define LEASE_CAPABILITIES "answers_by_event = 1, processor_key_schemes = 1"
 
-static int check_fleet(db_conn *db, node_lease *l, int64_t now)
+static db_status check_fleet(db_conn *db, node_lease *l, int64_t now)
 {
     db_stmt *st = db_query(db,
                            "SELECT COALESCE(MIN(answers_by_event), 1), "
@@ -118,12 +118,14 @@ static int check_fleet(db_conn *db, node_lease *l, int64_t now)
         atomic_store(&l->fleet_knows_processor_key_schemes, db_int(st, 1) != 0);
     }
     db_done(st);
-    return rc == DB_ROW ? 0 : rc;
+    return rc == DB_ROW ? DB_DONE : rc;
 }
 
-static int take_id(db_conn *db, lease_job *j, int id)
+/* Takes the id when it is free (*taken), and reads what the fleet can do. */
+static db_status take_id(db_conn *db, lease_job *j, int id, bool *taken)
 {
     node_lease *l = j->l;
+    *taken = false;
     db_status rc = db_exec(db,
                            "INSERT INTO node_leases (node_id, holder, acquired_at, expires_at, "
                            "answers_by_event, processor_key_schemes) VALUES ($1, $2, $3, $4, 1, 1) "
@@ -142,22 +144,24 @@ static int take_id(db_conn *db, lease_job *j, int id)
         if (rc != DB_DONE)
             return rc;
         if (db_changes(db) != 1)
-            return 0;
+            return DB_DONE;
     }
     rc = check_fleet(db, l, j->now);
-    return rc == 0 ? 1 : rc;
+    *taken = rc == DB_DONE;
+    return rc;
 }
 
-static int acquire_job(db_conn *db, void *arg)
+static write_result acquire_job(db_conn *db, void *arg)
 {
     lease_job *j = arg;
     if (j->requested != NODE_AUTO) {
-        int rc = take_id(db, j, j->requested);
-        if (rc < 0)
-            return rc;
-        if (rc == 1) {
+        bool taken;
+        db_status rc = take_id(db, j, j->requested, &taken);
+        if (rc != DB_DONE)
+            return write_result_of_db(rc);
+        if (taken) {
             j->l->node_id = j->requested;
-            return check_and_reserve_mark(db, j, j->requested);
+            return write_result_of_db(check_and_reserve_mark(db, j, j->requested));
         }
         db_stmt *st = db_query(db, "SELECT holder, expires_at FROM node_leases WHERE node_id = $1",
                                "i", (int64_t)j->requested);
@@ -166,7 +170,7 @@ static int acquire_job(db_conn *db, void *arg)
             j->other_until = db_int(st, 1);
         }
         db_done(st);
-        return 0;
+        return WRITE_OK;
     }
     /* auto: the lowest id that is free or whose lease ran out */
     static char busy[NODE_IDS];
@@ -184,15 +188,16 @@ static int acquire_job(db_conn *db, void *arg)
     for (int id = 0; id < AUTO_NODE_IDS; id++) {
         if (busy[id])
             continue;
-        int rc = take_id(db, j, id);
-        if (rc < 0)
-            return rc;
-        if (rc == 1) {
+        bool taken;
+        db_status rc = take_id(db, j, id, &taken);
+        if (rc != DB_DONE)
+            return write_result_of_db(rc);
+        if (taken) {
             j->l->node_id = id;
-            return check_and_reserve_mark(db, j, id);
+            return write_result_of_db(check_and_reserve_mark(db, j, id));
         }
     }
-    return 0;
+    return WRITE_OK;
 }
 
 /* The id is ours from j->now (µs): the generator uses it, and issues ids only while the lease
@@ -212,20 +217,22 @@ typedef struct release_ctx {
     int64_t last_ms;
 } release_ctx;
 
-static int release_job(db_conn *db, void *arg)
+static write_result release_job(db_conn *db, void *arg)
 {
     release_ctx *r = arg;
     db_status rc = db_exec(db, "DELETE FROM node_leases WHERE node_id = $1 AND holder = $2", "is",
                            (int64_t)r->l->node_id, r->l->holder);
     if (rc != DB_DONE || !r->exact_mark || db_changes(db) != 1)
-        return rc; /* the id was another's by now: its mark is the new holder's to move */
+        return write_result_of_db(
+            rc); /* the id was another's by now: its mark is the new holder's to move */
     /* the reservation ahead of the clock was not all used: a restart need not wait for it.
      * Nothing issued and no mark found: none is kept. */
     if (r->last_ms == INT64_MIN)
-        return db_exec(db, "DELETE FROM node_id_marks WHERE node_id = $1", "i",
-                       (int64_t)r->l->node_id);
-    return db_exec(db, "UPDATE node_id_marks SET last_ms = $2 WHERE node_id = $1", "ii",
-                   (int64_t)r->l->node_id, r->last_ms);
+        return write_result_of_db(db_exec(db, "DELETE FROM node_id_marks WHERE node_id = $1", "i",
+                                          (int64_t)r->l->node_id));
+    return write_result_of_db(db_exec(db,
+                                      "UPDATE node_id_marks SET last_ms = $2 WHERE node_id = $1",
+                                      "ii", (int64_t)r->l->node_id, r->last_ms));
 }
 
 /* The clock is behind the id's mark by more than the generator absorbs (it was set back, or
@@ -419,7 +426,7 @@ typedef struct renew_job {
     int64_t reserved; /* the mark stored: ids may be stamped up to it */
 } renew_job;
 
-static int renew_job_run(db_conn *db, void *arg)
+static write_result renew_job_run(db_conn *db, void *arg)
 {
     renew_job *j = arg;
     int id = j->l->node_id;
@@ -430,24 +437,25 @@ static int renew_job_run(db_conn *db, void *arg)
                            " WHERE node_id = $1 AND holder = $2",
                            "isi", (int64_t)id, j->l->holder, j->now + LEASE_TTL_MS * 1000);
     if (rc != DB_DONE)
-        return rc;
+        return write_result_of_db(rc);
     if (db_changes(db) == 1) {
         rc = reserve_mark(db, id, j->reserved);
-        return rc == DB_DONE ? check_fleet(db, j->l, j->now) : rc;
+        return write_result_of_db(rc == DB_DONE ? check_fleet(db, j->l, j->now) : rc);
     }
     /* our row is gone or another's: take it back only if it is free (expired or absent). A
      * holder between may have issued ids: the new ones follow its mark */
     lease_job take = {.l = j->l, .requested = id, .now = j->now};
-    int t = take_id(db, &take, id);
-    if (t < 0)
-        return t;
-    j->lost = t == 0;
+    bool taken;
+    rc = take_id(db, &take, id, &taken);
+    if (rc != DB_DONE)
+        return write_result_of_db(rc);
+    j->lost = !taken;
     if (j->lost)
-        return 0;
+        return WRITE_OK;
     rc = read_mark(db, id, &j->mark);
-    if (rc == 0 && j->mark > j->reserved)
+    if (rc == DB_DONE && j->mark > j->reserved)
         j->reserved = j->mark;
-    return rc == 0 ? reserve_mark(db, id, j->reserved) : rc;
+    return write_result_of_db(rc == DB_DONE ? reserve_mark(db, id, j->reserved) : rc);
 }
 
 static void *renew_main(void *arg)

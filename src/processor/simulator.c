@@ -91,7 +91,12 @@ static void read_charge(db_stmt *st, proc_result *r)
     snprintf(r->decline_code, sizeof r->decline_code, "%s", db_text(st, 2) ? db_text(st, 2) : "");
 }
 
-static int record_charge(db_conn *db, void *arg)
+/* A record the simulator could not write or read back: the processor is unavailable to the
+ * caller. WRITE_CONFLICT, as these jobs' -1 always read, so the request does not take its own
+ * database for down (WRITE_FAILED would). */
+#define SIM_WRITE_FAILED WRITE_CONFLICT
+
+static write_result record_charge(db_conn *db, void *arg)
 {
     charge_job *j = arg;
     char id[48];
@@ -104,7 +109,7 @@ static int record_charge(db_conn *db, void *arg)
                 "ON CONFLICT (processor_key) DO NOTHING",
                 "ssssissii", j->key, id, status, j->decline_code, j->amount, j->currency, j->source,
                 now_us(), !j->decline_code && !j->hold ? j->amount : (int64_t)0) != DB_DONE)
-        return -1;
+        return SIM_WRITE_FAILED;
     j->created = db_changes(db) == 1;
     if (j->created) { /* what was just written is the answer */
         snprintf(j->result.id, sizeof j->result.id, "%s", id);
@@ -112,14 +117,14 @@ static int record_charge(db_conn *db, void *arg)
         j->result.authorized = !j->decline_code && j->hold;
         snprintf(j->result.decline_code, sizeof j->result.decline_code, "%s",
                  j->decline_code ? j->decline_code : "");
-        return 0;
+        return WRITE_OK;
     }
     db_stmt *st = db_query(db,
                            "SELECT charge_id, status, decline_code FROM processor_charges "
                            "WHERE processor_key = $1",
                            "s", j->key);
-    int rc = db_step(st) == DB_ROW ? 0 : -1;
-    if (rc == 0)
+    write_result rc = db_step(st) == DB_ROW ? WRITE_OK : SIM_WRITE_FAILED;
+    if (rc == WRITE_OK)
         read_charge(st, &j->result);
     db_done(st);
     return rc;
@@ -148,10 +153,10 @@ static bool down_before_charging(const sim_faults *f, const char *source)
 }
 
 /* What the caller hears once the charge's write ended (rc: the job's result). */
-static proc_result charge_answer(const sim_faults *f, const charge_job *j, int rc)
+static proc_result charge_answer(const sim_faults *f, const charge_job *j, write_result rc)
 {
     proc_result unavailable = {.status = PROC_UNAVAILABLE};
-    if (rc != 0)
+    if (rc != WRITE_OK)
         return unavailable;
     if (!j->created) {
         atomic_fetch_add(&deduplicated, 1);
@@ -196,7 +201,7 @@ bool sim_charge_blocks(const char *source)
     return !strcmp(source, "tok_slow");
 }
 
-static void charge_written(int rc, db_failure failure, const char *error, void *arg)
+static void charge_written(write_result rc, db_failure failure, const char *error, void *arg)
 {
     (void)error; /* the store logged it */
     charge_job *j = arg;
@@ -245,7 +250,7 @@ typedef struct refund_job {
     void *done_arg;
 } refund_job;
 
-static int record_refund(db_conn *db, void *arg)
+static write_result record_refund(db_conn *db, void *arg)
 {
     refund_job *j = arg;
     char id[48];
@@ -254,12 +259,12 @@ static int record_refund(db_conn *db, void *arg)
                 "INSERT INTO processor_refunds (processor_key, refund_id, charge_id, amount, "
                 "created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (processor_key) DO NOTHING",
                 "sssii", j->key, id, j->charge_id, j->amount, now_us()) != DB_DONE)
-        return -1;
+        return SIM_WRITE_FAILED;
     j->created = db_changes(db) == 1;
     db_stmt *st = db_query(db, "SELECT refund_id FROM processor_refunds WHERE processor_key = $1",
                            "s", j->key);
-    int rc = db_step(st) == DB_ROW ? 0 : -1;
-    if (rc == 0) {
+    write_result rc = db_step(st) == DB_ROW ? WRITE_OK : SIM_WRITE_FAILED;
+    if (rc == WRITE_OK) {
         snprintf(j->result.id, sizeof j->result.id, "%s", db_text(st, 0));
         j->result.status = PROC_APPROVED;
     }
@@ -275,7 +280,7 @@ proc_result sim_refund(store *s, const sim_faults *f, const char *key, const cha
     if (roll(f, f ? f->fail_before : 0))
         return (proc_result){.status = PROC_UNAVAILABLE};
     refund_job j = {.key = key, .charge_id = charge_id, .amount = amount};
-    if (store_write(s, record_refund, &j) != 0)
+    if (store_write(s, record_refund, &j) != WRITE_OK)
         return (proc_result){.status = PROC_UNAVAILABLE};
     atomic_fetch_add(j.created ? &refunds_made : &deduplicated, 1);
     if (j.created && roll(f, f ? f->fail_after : 0))
@@ -283,12 +288,12 @@ proc_result sim_refund(store *s, const sim_faults *f, const char *key, const cha
     return j.result;
 }
 
-static void refund_written(int rc, db_failure failure, const char *error, void *arg)
+static void refund_written(write_result rc, db_failure failure, const char *error, void *arg)
 {
     (void)error; /* the store logged it */
     refund_job *j = arg;
     proc_result r = {.status = PROC_UNAVAILABLE};
-    if (rc == 0) {
+    if (rc == WRITE_OK) {
         atomic_fetch_add(j->created ? &refunds_made : &deduplicated, 1);
         r = j->result;
     }
@@ -325,7 +330,7 @@ typedef struct hold_job {
 
 /* One write: the record under its processor key (the same answer again for the same key), and
  * the hold moved by exactly the record's amounts, or nothing when that would pass the hold. */
-static int record_hold_op(db_conn *db, void *arg)
+static write_result record_hold_op(db_conn *db, void *arg)
 {
     hold_job *j = arg;
     j->created = j->exceeded = j->missing = false;
@@ -338,7 +343,7 @@ static int record_hold_op(db_conn *db, void *arg)
     }
     db_done(st);
     if (rc != DB_DONE)
-        return rc == DB_ROW ? 0 : -1;
+        return rc == DB_ROW ? WRITE_OK : SIM_WRITE_FAILED;
     st = db_query(db,
                   "SELECT amount - captured - released, status, source FROM processor_charges "
                   "WHERE charge_id = $1",
@@ -353,15 +358,15 @@ static int record_hold_op(db_conn *db, void *arg)
     }
     db_done(st);
     if (rc < 0)
-        return -1;
+        return SIM_WRITE_FAILED;
     if (rc != DB_ROW || !authorized) {
         j->missing = true;
-        return 0;
+        return WRITE_OK;
     }
     int64_t release = j->release < 0 ? left - j->amount : j->release;
     if (j->amount < 0 || release < 0 || j->amount + release > left) {
         j->exceeded = true;
-        return 0;
+        return WRITE_OK;
     }
     char id[48];
     new_id(j->amount > 0 ? "cp" : "rl", id);
@@ -373,11 +378,11 @@ static int record_hold_op(db_conn *db, void *arg)
                 "UPDATE processor_charges SET captured = captured + $2, released = released + $3 "
                 "WHERE charge_id = $1",
                 "sii", j->charge_id, j->amount, release) != DB_DONE)
-        return -1;
+        return SIM_WRITE_FAILED;
     j->created = true;
     snprintf(j->result.id, sizeof j->result.id, "%s", id);
     j->result.status = PROC_APPROVED;
-    return 0;
+    return WRITE_OK;
 }
 
 proc_result sim_hold_op(store *s, const sim_faults *f, const char *key, const char *charge_id,
@@ -388,7 +393,7 @@ proc_result sim_hold_op(store *s, const sim_faults *f, const char *key, const ch
     if (roll(f, f ? f->fail_before : 0))
         return (proc_result){.status = PROC_UNAVAILABLE};
     hold_job j = {.key = key, .charge_id = charge_id, .amount = amount, .release = release};
-    if (store_write(s, record_hold_op, &j) != 0)
+    if (store_write(s, record_hold_op, &j) != WRITE_OK)
         return (proc_result){.status = PROC_UNAVAILABLE};
     if (j.missing)
         return (proc_result){.status = PROC_NOT_FOUND};

@@ -18,7 +18,7 @@ typedef struct pending_write {
  * on its first run (and answered 409) may reserve on its second, which answers nothing yet, and
  * must not keep the 409. A job queued after the answer (the void of a charge no payment will
  * carry, while the answer says the key was lost) leaves it alone. */
-static int run_request_job(db_conn *db, void *arg)
+static write_result run_request_job(db_conn *db, void *arg)
 {
     pending_write *w = arg;
     if (w->unanswered)
@@ -49,15 +49,15 @@ void request_wake(request *req, db_failure failure, request_step next, void *ctx
 }
 
 /* On the writer's thread, right after the job's batch ended. */
-static void write_done(int result, db_failure failure, const char *error, void *arg)
+static void write_done(write_result result, db_failure failure, const char *error, void *arg)
 {
     pending_write *w = arg;
     request *req = w->req;
-    if (result == STORE_FAILED) {
+    if (error) { /* the store failed it */
         log_set_request_id(req->request_id);
         log_error("error", "write job failed", error);
     }
-    req->write_result = write_result_of(result);
+    req->write_result = result;
     request_wake(req, failure, w->next, w->ctx);
 }
 
@@ -66,7 +66,7 @@ step_result request_write_then(request *req, write_job_fn fn, void *ctx, request
     pending_write *w = arena_alloc(&req->arena, sizeof *w);
     *w = (pending_write){req, fn, next, ctx, req->status == 0, req->resp_header_count};
     if (!req->runner) {
-        req->write_result = write_result_of(store_write(req->app->store, run_request_job, w));
+        req->write_result = store_write(req->app->store, run_request_job, w);
         return next(req, ctx);
     }
     /* a PostgreSQL reader this thread holds for the request goes back while it waits */

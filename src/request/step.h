@@ -28,7 +28,7 @@ typedef struct request_runner {
 } request_runner;
 
 /* Runs fn(db, ctx) as a write job, then next(req, ctx) with req->write_result set to what it
- * came to (write_result_of the job's code: the one mapping). Returns what the request's thread
+ * came to (the job's write_result, or the store's WRITE_FAILED). Returns what the request's thread
  * should return. When the request has no answer yet, each run of fn starts with none (a batch may
  * run its jobs again; see step.c); an answer set before the job is left as it is, and fn must not
  * answer then. */

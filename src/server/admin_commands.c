@@ -25,7 +25,7 @@ typedef struct new_user {
 
 /* The user, its test twin (docs/modes.md) and its first live and test keys, in one
  * transaction. */
-static int insert_user(db_conn *db, void *arg)
+static write_result insert_user(db_conn *db, void *arg)
 {
     new_user *u = arg;
     uint64_t twin = 0;
@@ -35,10 +35,11 @@ static int insert_user(db_conn *db, void *arg)
                 "issssi", (int64_t)u->id, u->name, u->email, u->key->hash, u->rate_limit,
                 u->now) != DB_DONE ||
         api_key_test_twin(db, u->id, u->twin_id, u->now, &twin) != DB_DONE || !twin)
-        return -1;
+        return WRITE_FAILED;
     u->test_key->user = twin;
-    return api_key_store(db, u->key) == DB_DONE && api_key_store(db, u->test_key) == DB_DONE ? 0
-                                                                                             : -1;
+    return api_key_store(db, u->key) == DB_DONE && api_key_store(db, u->test_key) == DB_DONE
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
 /* --mode test|live (default live): false when it is anything else. */
@@ -77,9 +78,9 @@ int cmd_user_create(int argc, char **argv)
     api_key_generate(&key, key_id, u.id, u.id, false, NULL, created_at_of(key_id));
     api_key_generate(&test_key, test_key_id, u.twin_id, u.id, true, NULL,
                      created_at_of(test_key_id));
-    int rc = store_write(s, insert_user, &u);
+    write_result rc = store_write(s, insert_user, &u);
     cli_close(s);
-    if (rc != 0) {
+    if (rc != WRITE_OK) {
         fprintf(stderr, "payd: could not create the user\n");
         return 1;
     }
@@ -110,16 +111,16 @@ typedef struct new_account {
     char *printed; /* the account as the API shows it */
 } new_account;
 
-static int insert_account(db_conn *db, void *arg)
+static write_result insert_account(db_conn *db, void *arg)
 {
     new_account *a = arg;
     a->user_found = user_exists(db, a->user);
     if (!a->user_found)
-        return -1;
+        return WRITE_REFUSED;
     uint64_t owner = a->user;
     if (a->test &&
         (api_key_test_twin(db, a->user, a->twin_id, a->now, &owner) != DB_DONE || !owner))
-        return -1;
+        return WRITE_FAILED;
     db_stmt *st = account_insert(db, a->id, owner, a->currency, a->name, a->now);
     bool inserted = db_step(st) == DB_ROW;
     if (inserted) {
@@ -127,7 +128,7 @@ static int insert_account(db_conn *db, void *arg)
         a->printed = cli_row_text(account_resource.write_row, st);
     }
     db_done(st);
-    return inserted ? 0 : -1;
+    return inserted ? WRITE_OK : WRITE_FAILED;
 }
 
 int cmd_account_create(int argc, char **argv)
@@ -151,9 +152,9 @@ int cmd_account_create(int argc, char **argv)
     a.id = cli_id();
     a.twin_id = cli_id();
     a.now = created_at_of(a.id);
-    int rc = store_write(s, insert_account, &a);
+    write_result rc = store_write(s, insert_account, &a);
     cli_close(s);
-    if (rc != 0) {
+    if (rc != WRITE_OK) {
         free(a.printed);
         fprintf(stderr, "payd: %s\n",
                 a.user_found ? "could not create the account" : "no such user");
@@ -194,18 +195,18 @@ typedef struct key_job {
     bool user_found;
 } key_job;
 
-static int insert_key_for_user(db_conn *db, void *arg)
+static write_result insert_key_for_user(db_conn *db, void *arg)
 {
     key_job *job = arg;
     job->user_found = user_exists(db, job->key->owner);
     if (!job->user_found)
-        return -1;
+        return WRITE_REFUSED;
     job->key->user = job->key->owner;
     if (job->key->test && (api_key_test_twin(db, job->key->owner, job->twin_id,
                                              job->key->created_at, &job->key->user) != DB_DONE ||
                            !job->key->user))
-        return -1;
-    return api_key_store(db, job->key) == DB_DONE ? 0 : -1;
+        return WRITE_FAILED;
+    return api_key_store(db, job->key) == DB_DONE ? WRITE_OK : WRITE_FAILED;
 }
 
 /* The --user flag as a user id; false when it is missing or not a usr_ id. */
@@ -231,9 +232,9 @@ static int cmd_key_create(int argc, char **argv)
     uint64_t id = cli_id();
     api_key_generate(&key, id, user, user, test, cli_flag(argc, argv, "--name"), created_at_of(id));
     key_job job = {.key = &key, .twin_id = cli_id()};
-    int rc = store_write(s, insert_key_for_user, &job);
+    write_result rc = store_write(s, insert_key_for_user, &job);
     cli_close(s);
-    if (rc != 0) {
+    if (rc != WRITE_OK) {
         fprintf(stderr, "payd: %s\n", job.user_found ? "could not create the key" : "no such user");
         return 1;
     }
@@ -279,16 +280,16 @@ typedef struct revoke_job {
     char *key; /* the key after the job, as the API shows it; NULL: no such key */
 } revoke_job;
 
-static int revoke_any_key(db_conn *db, void *arg)
+static write_result revoke_any_key(db_conn *db, void *arg)
 {
     revoke_job *job = arg;
     db_stmt *st = api_key_revoke(db, job->key_id, 0, now_us());
     if (!st)
-        return -1;
+        return WRITE_FAILED;
     free(job->key); /* a job may run again after a conflict */
     job->key = db_step(st) == DB_ROW ? cli_row_text(write_api_key_row, st) : NULL;
     db_done(st);
-    return 0;
+    return WRITE_OK;
 }
 
 static int cmd_key_revoke(int argc, char **argv)
@@ -301,11 +302,11 @@ static int cmd_key_revoke(int argc, char **argv)
     store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
-    int rc = store_write(s, revoke_any_key, &job);
+    write_result rc = store_write(s, revoke_any_key, &job);
     store_close(s);
-    if (rc != 0 || !job.key) {
+    if (rc != WRITE_OK || !job.key) {
         free(job.key);
-        fprintf(stderr, "payd: %s\n", rc != 0 ? "could not revoke the key" : "no such key");
+        fprintf(stderr, "payd: %s\n", rc != WRITE_OK ? "could not revoke the key" : "no such key");
         return 1;
     }
     puts(job.key);

@@ -140,14 +140,13 @@ typedef struct bench_thread {
     int64_t failures;
 } bench_thread;
 
-static int insert_bench_row(db_conn *db, void *arg)
+static write_result insert_bench_row(db_conn *db, void *arg)
 {
     int64_t *n = arg;
     char name[40];
     snprintf(name, sizeof name, "bench-%lld", (long long)*n);
-    return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) == DB_DONE
-               ? 0
-               : -1;
+    return write_result_of_db(
+        db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name));
 }
 
 static void *bench_writer(void *arg)
@@ -155,7 +154,7 @@ static void *bench_writer(void *arg)
     bench_thread *t = arg;
     for (int64_t i = 0; i < t->jobs; i++) {
         int64_t n = (int64_t)t->index * 100000000 + i;
-        if (store_write(t->s, insert_bench_row, &n) != 0)
+        if (store_write(t->s, insert_bench_row, &n) != WRITE_OK)
             t->failures++;
     }
     return NULL;

@@ -119,7 +119,7 @@ typedef struct disable_job {
 } disable_job;
 
 /* Disabling a disabled user keeps its first time; enabling clears it. */
-static int set_disabled(db_conn *db, void *arg)
+static write_result set_disabled(db_conn *db, void *arg)
 {
     disable_job *job = arg;
     db_status rc =
@@ -131,9 +131,9 @@ static int set_disabled(db_conn *db, void *arg)
             : db_exec(db, "UPDATE users SET disabled_at = NULL WHERE id = $1 AND mode = 'live'",
                       "i", (int64_t)job->user);
     if (rc != DB_DONE)
-        return -1;
+        return write_result_of_db(rc);
     job->found = db_changes(db) > 0;
-    return 0;
+    return WRITE_OK;
 }
 
 /* payd user disable|enable USER_ID: prints the user as `user list` shows it. */
@@ -147,9 +147,10 @@ static int user_set_disabled(int argc, char **argv, bool disable)
     store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
-    int rc = store_write(s, set_disabled, &job);
-    if (rc != 0 || !job.found) {
-        fprintf(stderr, "payd: %s\n", rc != 0 ? "could not change the user" : "no such user");
+    write_result rc = store_write(s, set_disabled, &job);
+    if (rc != WRITE_OK || !job.found) {
+        fprintf(stderr, "payd: %s\n",
+                rc != WRITE_OK ? "could not change the user" : "no such user");
         store_close(s);
         return 1;
     }

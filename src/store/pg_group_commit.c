@@ -48,19 +48,19 @@ typedef enum {
 } batch_end;
 
 /* Runs one job (settle: and sends the writes it held back); a deadlock or serialization
- * failure it reported as a plain failure is still one (DB_BUSY): the job runs again. */
-static int pg_run_job(db_conn *db, write_job *job, bool settle)
+ * failure it reported as a plain failure is still one (WRITE_RETRY): the job runs again. */
+static write_result pg_run_job(db_conn *db, write_job *job, bool settle)
 {
     db_clear_busy(db);
     db_failure before = db_thread_failure();
     db_thread_failure_reset();
-    int result = store_run_job(db, job);
-    if (settle && result == 0)
-        result = db_flush(db);
+    write_result result = store_run_job(db, job);
+    if (settle && result == WRITE_OK)
+        result = write_result_of_db(db_flush(db));
     job->failure = db_thread_failure(); /* a lock or statement timeout, for its caller */
     db_note_failure(before);
-    if (result != 0 && db_saw_busy(db))
-        result = DB_BUSY;
+    if (result != WRITE_OK && db_saw_busy(db))
+        result = WRITE_RETRY;
     return result;
 }
 
@@ -87,23 +87,25 @@ static batch_end pg_run_optimistic(db_conn *db, write_job **jobs, int n)
     for (int i = 0; i < n; i++) {
         /* a held write that failed its check fails the job it ran in, or a later one (whose
          * careful rerun then tells which); the last job's are settled before COMMIT */
-        int result = pg_run_job(db, jobs[i], i == n - 1);
+        write_result result = pg_run_job(db, jobs[i], i == n - 1);
         int deferred = db_take_deferred_failure(db);
         if (deferred) /* it came first: what failed after it follows from it */
-            result = deferred;
+            result = store_result_of_code(deferred);
         if (db_broken(db))
             return BATCH_LOST;
         /* a job that swallowed an error (a timeout it took for "no row") left the transaction
          * aborted: its COMMIT would roll back and still report success */
-        bool swallowed = result == 0 && db_transaction_failed(db);
-        jobs[i]->result = swallowed ? STORE_FAILED : result;
-        if (result != 0 || swallowed) {
+        bool swallowed = result == WRITE_OK && db_transaction_failed(db);
+        jobs[i]->result = result;
+        if (swallowed)
+            store_fail_job(jobs[i]);
+        if (result != WRITE_OK || swallowed) {
             db_exec(db, "ROLLBACK", "");
             if (n > 1)
                 return BATCH_CAREFULLY;
             if (swallowed)
                 return BATCH_FAILED;
-            return result == DB_BUSY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
+            return result == WRITE_RETRY ? BATCH_BUSY : BATCH_COMMITTED; /* nothing to keep */
         }
     }
     return pg_commit(db);
@@ -132,22 +134,27 @@ static batch_end pg_try_carefully(db_conn *db, write_job **jobs, int n, bool *bu
         bool last = i == n - 1;
         busy[i] = false;
         int mark = store_held_adds_mark();
-        int result = pg_run_job(db, jobs[i], false);
+        write_result result = pg_run_job(db, jobs[i], false);
+        bool store_failed = false;
         if (db_broken(db))
             return BATCH_LOST;
         /* RELEASE fails when the job swallowed an error that aborted its savepoint: then
          * nothing it did can be kept */
-        if (result != 0 ||
+        if (result != WRITE_OK ||
             db_exec_script(db, last ? "RELEASE job" : "RELEASE job; SAVEPOINT job") != DB_DONE) {
             if (db_exec_script(db, last ? "ROLLBACK TO job; RELEASE job"
                                         : "ROLLBACK TO job; RELEASE job; SAVEPOINT job") != DB_DONE)
                 return db_broken(db) ? BATCH_LOST : BATCH_FAILED;
-            if (result == 0) /* an error it swallowed: a deadlock is still one */
-                result = db_saw_busy(db) ? DB_BUSY : STORE_FAILED;
+            if (result == WRITE_OK) { /* an error it swallowed: a deadlock is still one */
+                result = db_saw_busy(db) ? WRITE_RETRY : WRITE_FAILED;
+                store_failed = result == WRITE_FAILED;
+            }
             store_held_adds_rewind(mark); /* what the job held goes with its writes */
         }
         jobs[i]->result = result;
-        busy[i] = result == DB_BUSY;
+        if (store_failed)
+            store_fail_job(jobs[i]);
+        busy[i] = result == WRITE_RETRY;
     }
     return pg_commit(db);
 }
@@ -179,7 +186,7 @@ void store_pg_run_batch(store *s, write_job **jobs, int n)
     int fresh = 0;
     for (int i = 0; i < n; i++) {
         if (jobs[i]->queued_ns < too_old) {
-            jobs[i]->result = STORE_FAILED;
+            store_fail_job(jobs[i]);
             jobs[i]->failure = DB_FAILURE_TIMEOUT;
             store_job_finished(jobs[i]);
         } else {
@@ -196,7 +203,7 @@ void store_pg_run_batch(store *s, write_job **jobs, int n)
     bool carefully = false; /* after a job failed in an optimistic batch */
     int attempt = 0;
     for (int i = 0; i < n; i++) {
-        jobs[i]->result = STORE_FAILED;
+        store_fail_job(jobs[i]);
         jobs[i]->failure = DB_FAILURE_NONE;
     }
     write_job **todo = jobs;
@@ -206,7 +213,7 @@ void store_pg_run_batch(store *s, write_job **jobs, int n)
         db_conn *db = pg_pool_take(s, &s->writer_pool);
         if (!db) {
             for (int i = 0; i < count; i++) {
-                todo[i]->result = STORE_FAILED;
+                store_fail_job(todo[i]);
                 todo[i]->failure = db_thread_failure();
             }
             break;
@@ -244,7 +251,7 @@ void store_pg_run_batch(store *s, write_job **jobs, int n)
             pthread_mutex_unlock(&s->lock);
             for (int i = 0; i < count; i++) {
                 if (end != BATCH_BUSY)
-                    todo[i]->result = STORE_FAILED;
+                    store_fail_job(todo[i]);
                 db_failure f = failure != DB_FAILURE_NONE                   ? failure
                                : end == BATCH_LOST || end == BATCH_IN_DOUBT ? DB_FAILURE_UNAVAILABLE
                                                                             : DB_FAILURE_NONE;

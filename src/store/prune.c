@@ -57,7 +57,7 @@ typedef struct chunk_job {
     int64_t deleted;
 } chunk_job;
 
-static int delete_chunk(db_conn *db, void *arg)
+static write_result delete_chunk(db_conn *db, void *arg)
 {
     chunk_job *j = arg;
     j->deleted = 0;
@@ -68,12 +68,12 @@ static int delete_chunk(db_conn *db, void *arg)
         const char *sql = db_kind_of(db) == DB_SQLITE ? j->sql[i].sqlite : j->sql[i].postgres;
         db_status rc = db_exec(db, sql, "ii", j->bound[i], (int64_t)PRUNE_CHUNK_ROWS);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         int64_t n = db_changes(db);
         j->deleted += n;
         j->full[i] = n == PRUNE_CHUNK_ROWS; /* a short chunk: nothing more of it is due */
     }
-    return 0;
+    return WRITE_OK;
 }
 
 static bool any_due(const chunk_job *j)
@@ -116,7 +116,7 @@ static int64_t prune(store *s, const char *what, chunk_job *j, int skip, const a
     for (int i = 0; i < j->count; i++)
         j->due[i] = i >= skip; /* the first `skip` tables are not pruned by rows */
     for (;;) {
-        if (store_write(s, delete_chunk, j) != 0)
+        if (store_write(s, delete_chunk, j) != WRITE_OK)
             break;
         total += j->deleted;
         chunks++;
@@ -147,7 +147,7 @@ typedef struct partition_call {
     int64_t arg, answer;
 } partition_call;
 
-static int call_partition_function(db_conn *db, void *arg)
+static write_result call_partition_function(db_conn *db, void *arg)
 {
     partition_call *call = arg;
     db_stmt *st = db_query(db, call->sql, "i", call->arg);
@@ -155,7 +155,7 @@ static int call_partition_function(db_conn *db, void *arg)
     if (rc == DB_ROW)
         call->answer = db_int(st, 0);
     db_done(st);
-    return rc == DB_ROW ? 0 : rc;
+    return write_result_of_db(rc);
 }
 
 static void log_partitions(const char *msg, const char *table, int64_t count)

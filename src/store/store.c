@@ -32,7 +32,7 @@ void store_job_finished(write_job *job)
         sem_post(job->done);
         return;
     }
-    job->then(job->result, job->failure, job->error, job->then_arg);
+    job->then(job->result, job->failure, job->store_failed ? job->error : NULL, job->then_arg);
     free(job);
 }
 
@@ -171,18 +171,39 @@ void store_set_faults(const store_faults *f)
 /* Runs a job's function. A job may run more than once (a batch run again with savepoints); an
  * injected failure is the job's, so every run of it meets the same one. The database failure
  * its last run met (SQLite: a full disk, an I/O error) is kept for its caller's answer. */
-int store_run_job(db_conn *db, write_job *job)
+write_result store_run_job(db_conn *db, write_job *job)
 {
+    job->store_failed = false; /* this run's end is the job's own */
     if (job->fault == FAULT_UNASKED)
         job->fault = faults.fail_job && faults.fail_job() ? FAULT_FAIL : FAULT_NONE;
     if (job->fault == FAULT_FAIL)
-        return DB_ERROR;
+        return WRITE_FAILED;
     db_failure before = db_thread_failure();
     db_thread_failure_reset();
-    int rc = job->fn(db, job->ctx);
+    write_result rc = job->fn(db, job->ctx);
     job->failure = db_thread_failure();
     db_note_failure(before);
     return rc;
+}
+
+void store_fail_job(write_job *job)
+{
+    job->result = WRITE_FAILED;
+    job->store_failed = true;
+}
+
+write_result store_result_of_code(int code)
+{
+    switch (code) {
+    case WRITE_REFUSED:
+    case WRITE_FENCED:
+    case WRITE_CONFLICT:
+    case WRITE_RETRY:
+    case WRITE_FAILED:
+        return (write_result)code;
+    default:
+        return write_result_of_db((db_status)code);
+    }
 }
 
 /* After a batch: each job's caller learns the failure to answer with, and the store whether the
@@ -191,8 +212,9 @@ void store_settle_batch_failures(store *s, write_job **jobs, int n)
 {
     bool kept = false, failing = false;
     for (int i = 0; i < n; i++) {
-        kept |= jobs[i]->result == 0;
-        failing |= write_failed_for_database(jobs[i]->result, jobs[i]->failure);
+        kept |= jobs[i]->result == WRITE_OK;
+        failing |=
+            write_failed_for_database(jobs[i]->result, jobs[i]->store_failed, jobs[i]->failure);
         jobs[i]->failure = write_failure_for_caller(jobs[i]->result, jobs[i]->failure);
     }
     write_health_note(&s->health, kept, failing);
@@ -230,7 +252,7 @@ static bool run_back_to_back(db_conn *db, write_job **jobs, int n)
 {
     for (int i = 0; i < n; i++) {
         jobs[i]->result = store_run_job(db, jobs[i]);
-        if (jobs[i]->result != 0) {
+        if (jobs[i]->result != WRITE_OK) {
             db_exec(db, "ROLLBACK", "");
             return false;
         }
@@ -245,7 +267,7 @@ static void run_with_savepoints(db_conn *db, write_job **jobs, int n)
         db_exec(db, "SAVEPOINT job", "");
         int mark = store_held_adds_mark();
         jobs[i]->result = store_run_job(db, jobs[i]);
-        if (jobs[i]->result != 0) {
+        if (jobs[i]->result != WRITE_OK) {
             store_held_adds_rewind(mark); /* what the job held goes with its writes */
             db_exec(db, "ROLLBACK TO job", "");
         }
@@ -282,7 +304,7 @@ static void run_batch(store *s, write_job **jobs, int n, bool synced)
     bool clean = false;
     if (ok && n == 1) {
         jobs[0]->result = store_run_job(db, jobs[0]);
-        if (jobs[0]->result != 0) {
+        if (jobs[0]->result != WRITE_OK) {
             db_exec(db, "ROLLBACK", "");
             goto finished;
         }
@@ -311,7 +333,7 @@ static void run_batch(store *s, write_job **jobs, int n, bool synced)
     if (!ok || store_commit(db) != DB_DONE) {
         log_error("error", "batch commit failed", db_last_error(db));
         for (int i = 0; i < n; i++) {
-            jobs[i]->result = STORE_FAILED;
+            store_fail_job(jobs[i]);
             snprintf(jobs[i]->error, sizeof jobs[i]->error, "%s", db_last_error(db));
         }
         db_exec(db, "ROLLBACK", "");
@@ -362,7 +384,7 @@ static void lite_run_batch(store *s, write_job **jobs, int n)
 }
 
 /* A write_probe's end: write_health_note has taken what it says. */
-static void probe_written(int result, db_failure failure, const char *error, void *arg)
+static void probe_written(write_result result, db_failure failure, const char *error, void *arg)
 {
     (void)result, (void)failure, (void)error, (void)arg;
 }
@@ -512,7 +534,7 @@ static void enqueue(store *s, write_job *job)
     pthread_mutex_unlock(&s->lock);
 }
 
-int store_write(store *s, write_job_fn fn, void *ctx)
+write_result store_write(store *s, write_job_fn fn, void *ctx)
 {
     /* PostgreSQL: a reader this thread holds goes back to the pool while it waits, so waiting
      * writers do not hold the read budget (the handler asks store_reader again afterwards) */
@@ -521,7 +543,7 @@ int store_write(store *s, write_job_fn fn, void *ctx)
     enqueue(s, &job);
     while (sem_wait(job.done) != 0) {
     }
-    if (job.result == STORE_FAILED) /* here, on the caller's thread, the request is known */
+    if (job.store_failed) /* here, on the caller's thread, the request is known */
         log_error("error", "write job failed", job.error);
     db_note_failure(job.failure);
     return job.result;
@@ -549,22 +571,17 @@ void store_submit_unsynced(store *s, write_job_fn fn, void *ctx, write_done_fn t
     submit(s, fn, ctx, then, then_arg, true);
 }
 
-write_result write_result_of(int job_rc)
+write_result write_result_of_db(db_status rc)
 {
-    switch (job_rc) {
-    case 0:
+    switch (rc) {
+    case DB_DONE:
+    case DB_ROW:
         return WRITE_OK;
-    case WRITE_REFUSED:
-    case WRITE_FENCED:
-    case WRITE_CONFLICT:
-    case WRITE_RETRY:
-    case WRITE_FAILED:
-        return (write_result)job_rc;
     case DB_CONSTRAINT:
         return WRITE_CONFLICT;
     case DB_BUSY:
         return WRITE_RETRY;
-    default: /* DB_ERROR, STORE_FAILED, anything unknown: assume the worst */
+    default: /* DB_ERROR, DB_UNAVAILABLE, DB_TIMEOUT, anything unknown: assume the worst */
         return WRITE_FAILED;
     }
 }
@@ -575,35 +592,30 @@ const char *write_result_name(write_result r)
     return r >= WRITE_OK && r <= WRITE_FAILED ? names[r] : "failed";
 }
 
-write_result store_run(store *s, write_job_fn fn, void *ctx)
-{
-    return write_result_of(store_write(s, fn, ctx));
-}
-
 write_result store_run_upkeep(store *s, write_job_fn fn, void *ctx)
 {
     if (s->kind != DB_POSTGRES)
-        return store_run(s, fn, ctx);
+        return store_write(s, fn, ctx);
     /* a reader connection: readers are lent for a request's reads only, so one is free soon */
     db_conn *db = pg_pool_take(s, &s->reader_pool);
     if (!db) {
         log_error("error", "upkeep write failed", "no database connection");
         return WRITE_FAILED;
     }
-    int rc = db_begin(db);
-    if (rc == DB_DONE)
+    write_result rc = write_result_of_db(db_begin(db));
+    if (rc == WRITE_OK)
         rc = fn(db, ctx);
     /* a job that took an error for "no row" left the transaction aborted: nothing to keep */
-    if (rc == 0 && db_transaction_failed(db))
-        rc = STORE_FAILED;
-    if (rc == 0)
-        rc = db_exec(db, "COMMIT", "") == DB_DONE ? 0 : STORE_FAILED;
+    if (rc == WRITE_OK && db_transaction_failed(db))
+        rc = WRITE_FAILED;
+    if (rc == WRITE_OK)
+        rc = db_exec(db, "COMMIT", "") == DB_DONE ? WRITE_OK : WRITE_FAILED;
     else
         db_exec(db, "ROLLBACK", "");
-    if (rc != 0)
+    if (rc != WRITE_OK)
         log_error("error", "upkeep write failed", db_last_error(db));
     pg_pool_give(s, &s->reader_pool, db);
-    return write_result_of(rc);
+    return rc;
 }
 
 int64_t store_queue_depth(store *s)
@@ -628,7 +640,7 @@ typedef struct secret_job {
     char hex[65];
 } secret_job;
 
-static int load_or_create_secret(db_conn *db, void *arg)
+static write_result load_or_create_secret(db_conn *db, void *arg)
 {
     secret_job *job = arg;
     uint8_t fresh[32];
@@ -638,12 +650,12 @@ static int load_or_create_secret(db_conn *db, void *arg)
         snprintf(hex + 2 * i, 3, "%02x", fresh[i]);
     if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 "ss", job->name, hex) != DB_DONE)
-        return -1;
+        return WRITE_FAILED;
     db_stmt *st = db_query(db, "SELECT value FROM secrets WHERE name = $1", "s", job->name);
-    int rc = -1;
+    write_result rc = WRITE_FAILED;
     if (db_step(st) == DB_ROW && db_text(st, 0) && strlen(db_text(st, 0)) == 64) {
         memcpy(job->hex, db_text(st, 0), 65);
-        rc = 0;
+        rc = WRITE_OK;
     }
     db_done(st);
     return rc;
@@ -661,7 +673,7 @@ static void secret_from_hex(const secret_job *job, uint8_t out[32])
 int store_secret(store *s, const char *name, uint8_t out[32])
 {
     secret_job job = {.name = name};
-    if (store_write(s, load_or_create_secret, &job) != 0)
+    if (store_write(s, load_or_create_secret, &job) != WRITE_OK)
         return -1;
     secret_from_hex(&job, out);
     return 0;
@@ -672,7 +684,7 @@ int store_secret_on(db_conn *db, const char *name, uint8_t out[32])
     secret_job job = {.name = name};
     if (db_exec(db, "BEGIN", "") != DB_DONE)
         return -1;
-    if (load_or_create_secret(db, &job) != 0 || db_exec(db, "COMMIT", "") != DB_DONE) {
+    if (load_or_create_secret(db, &job) != WRITE_OK || db_exec(db, "COMMIT", "") != DB_DONE) {
         db_exec(db, "ROLLBACK", "");
         return -1;
     }

@@ -4,8 +4,8 @@
  *
  * Every write is a job: a function run against a writer connection. A writer takes all queued
  * jobs, runs them in one transaction and commits once (one fsync for the whole batch), then
- * wakes every job's caller. A job that returns non-zero has only its own writes undone. On
- * SQLite there is one writer thread; on PostgreSQL one per write connection (see
+ * wakes every job's caller. A job that returns anything but WRITE_OK has only its own writes
+ * undone. On SQLite there is one writer thread; on PostgreSQL one per write connection (see
  * pg_group_commit.c for how a batch runs there).
  *
  * PostgreSQL connections come from two pools (writers, readers) under one budget
@@ -21,11 +21,30 @@
 
 typedef struct store store;
 
-/* Runs inside the job's savepoint. Return 0 to keep its writes, anything else to undo them;
- * the value is handed back to the caller of store_write. */
-typedef int (*write_job_fn)(db_conn *db, void *ctx);
+/* What a write job came to: what the job returns, and what its caller sees. Inside a job the
+ * query layer speaks db_status (a step's result, like SQLite's rc); the job turns a status it met
+ * into its answer with write_result_of_db, the one mapping, so no caller has to guess whether a
+ * bare -1 was a constraint or a lost connection. */
+typedef enum write_result {
+    WRITE_OK = 0,       /* committed */
+    WRITE_REFUSED = 1,  /* the job set a refusal as the answer and undid its own writes */
+    WRITE_FENCED = 2,   /* the idempotency key belongs to a newer holder: nothing was kept */
+    WRITE_CONFLICT = 3, /* a unique (or check) constraint refused a row: nothing was kept */
+    /* From a job: it met a lock or serialization failure (or saw its rows move under it), so
+     * the store runs it again (PostgreSQL; SQLite's one writer hands it back at once). Its
+     * caller sees it when those failures outlasted the store's own retries. */
+    WRITE_RETRY = 4,
+    WRITE_FAILED = 5, /* a database error or a failed commit: nothing of the job was kept */
+} write_result;
 
-#define STORE_FAILED (-1000) /* the transaction could not commit: nothing of the job was kept */
+/* A db_status a job met, as its result: DB_DONE and DB_ROW are WRITE_OK, DB_CONSTRAINT
+ * WRITE_CONFLICT, DB_BUSY WRITE_RETRY, anything else WRITE_FAILED. */
+write_result write_result_of_db(db_status rc);
+const char *write_result_name(write_result r);
+
+/* Runs inside the job's savepoint. WRITE_OK keeps its writes, anything else undoes them; the
+ * value is handed back to the caller of store_write. */
+typedef write_result (*write_job_fn)(db_conn *db, void *ctx);
 
 /* An additive change to a row that many jobs change, such as an account's balance or an hourly
  * volume bucket. Inside a write job it is held until the batch is about to commit, then applied
@@ -48,21 +67,6 @@ db_status store_add_at_commit(db_conn *db, const store_add *add);
 /* What this batch holds already for add's row, the sum of value[value] over the additions held
  * for it (0 outside a batch): a job that must not overflow the row checks the row plus this. */
 int64_t store_held_sum(const store_add *add, int value);
-
-/* What a write job came to. A job returns 0, a db_status it met, or one of the positive codes
- * below; write_result_of() is the one place that says what each means, so no caller has to
- * guess whether a bare -1 was a constraint or a lost connection. */
-typedef enum write_result {
-    WRITE_OK = 0,       /* committed */
-    WRITE_REFUSED = 1,  /* the job set a refusal as the answer and undid its own writes */
-    WRITE_FENCED = 2,   /* the idempotency key belongs to a newer holder: nothing was kept */
-    WRITE_CONFLICT = 3, /* a unique (or check) constraint refused a row: nothing was kept */
-    WRITE_RETRY = 4,    /* lock or serialization failures outlasted the store's own retries */
-    WRITE_FAILED = 5,   /* a database error or a failed commit: nothing of the job was kept */
-} write_result;
-
-write_result write_result_of(int job_rc);
-const char *write_result_name(write_result r);
 
 typedef struct store_options {
     const char *url;
@@ -108,13 +112,15 @@ void store_close(store *s);
 db_kind store_kind(const store *s);
 
 /* Queues fn, blocks until its transaction committed (or failed), returns fn's result, or
- * STORE_FAILED when the commit failed. */
-int store_write(store *s, write_job_fn fn, void *ctx);
+ * WRITE_FAILED when the commit failed. */
+write_result store_write(store *s, write_job_fn fn, void *ctx);
 /* Queues fn and returns at once. When its transaction has committed (or failed), then runs on
  * the writer's thread with what store_write would have returned, the database failure it met
- * (for the caller's answer) and, for STORE_FAILED, the database's reason. It must not block,
- * nor wait for a write job (its own thread runs them); it may submit more. */
-typedef void (*write_done_fn)(int result, db_failure failure, const char *error, void *arg);
+ * (for the caller's answer) and, when the store itself failed the job (its commit failed, or no
+ * connection came), the database's reason (else NULL). It must not block, nor wait for a write
+ * job (its own thread runs them); it may submit more. */
+typedef void (*write_done_fn)(write_result result, db_failure failure, const char *error,
+                              void *arg);
 void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void *then_arg);
 /* The same for a job whose commit need not wait for the disk: on SQLite it commits in a batch
  * of such jobs alone, without an fsync, and its continuation runs at once. Its writes become
@@ -126,12 +132,10 @@ void store_submit(store *s, write_job_fn fn, void *ctx, write_done_fn then, void
  * with max_batch 1, it is store_submit. */
 void store_submit_unsynced(store *s, write_job_fn fn, void *ctx, write_done_fn then,
                            void *then_arg);
-/* The same, named: write_result_of(store_write(...)). */
-write_result store_run(store *s, write_job_fn fn, void *ctx);
 /* The node's own upkeep (its node-id lease): fn in a transaction of its own that waits behind
  * no request's write and shares no batch with one, whose row locks may keep it for seconds. On
  * PostgreSQL it runs on a reader connection from the pool; SQLite's one writer waits on no row
- * lock, so there it is store_run. */
+ * lock, so there it is store_write. */
 write_result store_run_upkeep(store *s, write_job_fn fn, void *ctx);
 int64_t store_queue_depth(store *s);
 void store_get_stats(store *s, store_stats *out);

@@ -13,8 +13,11 @@
 typedef struct write_job {
     write_job_fn fn;
     void *ctx;
-    int result;
-    char error[200];    /* the database's reason when result is STORE_FAILED */
+    write_result result;
+    /* the store failed it (its commit failed, no connection came, it waited too long, or it
+     * swallowed an error): result is WRITE_FAILED and error the database's reason */
+    bool store_failed;
+    char error[200];
     db_failure failure; /* PostgreSQL: why the database failed it, for the caller's thread */
     int64_t queued_ns;  /* PostgreSQL: a job that waited past the pool timeout is refused */
     sem_t *done;        /* store_write: its caller waits on it */
@@ -106,7 +109,12 @@ int64_t store_clock_ns(void);
  * writer's thread, and the job is freed. */
 void store_job_finished(write_job *job);
 /* Runs a job's function, with its injected failure (store_set_faults) if any. */
-int store_run_job(db_conn *db, write_job *job);
+write_result store_run_job(db_conn *db, write_job *job);
+/* The store failed the job: nothing of it was kept (see write_job.store_failed). */
+void store_fail_job(write_job *job);
+/* A checked write's fail code (db_exec_checked, db_take_deferred_failure) as a job's result: a
+ * db_status, or a write_result a job gave as the code (idem's WRITE_FENCED). */
+write_result store_result_of_code(int code);
 /* After a batch: each job's caller learns the failure to answer with (store/write_health.h). */
 void store_settle_batch_failures(store *s, write_job **jobs, int n);
 /* This thread's held additions (store_add_at_commit): how many are held, and forgetting those

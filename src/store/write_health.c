@@ -17,16 +17,15 @@ static int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-db_failure write_failure_for_caller(int job_rc, db_failure met)
+db_failure write_failure_for_caller(write_result r, db_failure met)
 {
-    return write_result_of(job_rc) == WRITE_FAILED && met == DB_FAILURE_NONE
-               ? DB_FAILURE_UNAVAILABLE
-               : met;
+    return r == WRITE_FAILED && met == DB_FAILURE_NONE ? DB_FAILURE_UNAVAILABLE : met;
 }
 
-bool write_failed_for_database(int job_rc, db_failure met)
+bool write_failed_for_database(write_result r, bool store_failed, db_failure met)
 {
-    return met == DB_FAILURE_UNAVAILABLE || (job_rc == STORE_FAILED && met == DB_FAILURE_NONE);
+    return met == DB_FAILURE_UNAVAILABLE ||
+           (r == WRITE_FAILED && store_failed && met == DB_FAILURE_NONE);
 }
 
 void write_health_note(write_health *h, bool kept, bool failing)
@@ -47,9 +46,10 @@ bool write_health_failing(write_health *h)
     return atomic_load(&h->failing);
 }
 
-int write_probe(db_conn *db, void *ctx)
+write_result write_probe(db_conn *db, void *ctx)
 {
     (void)ctx;
-    return db_exec_checked(db, 1, DB_ERROR, "UPDATE secrets SET value = value WHERE name = $1", "s",
-                           "cursor");
+    /* the fail code is a db_status: what comes back is one */
+    return write_result_of_db((db_status)db_exec_checked(
+        db, 1, DB_ERROR, "UPDATE secrets SET value = value WHERE name = $1", "s", "cursor"));
 }

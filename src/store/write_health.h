@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "store/db.h"
+#include "store/store.h"
 
 typedef struct write_health {
     /* the database failed a write and has not kept one WRITES_QUIET_NS or more after it */
@@ -17,9 +17,10 @@ typedef struct write_health {
 /* The database failure a job's caller answers with: a job the database failed (an error, a
  * failed commit; not a refusal nor a conflict) reaches it as an unavailable database, so every
  * route answers 503 with Retry-After (server/pipeline.c) and a claimed key stays for the retry. */
-db_failure write_failure_for_caller(int job_rc, db_failure met);
-/* Whether a job's end says the database could not write (unavailable, or a failed commit). */
-bool write_failed_for_database(int job_rc, db_failure met);
+db_failure write_failure_for_caller(write_result r, db_failure met);
+/* Whether a job's end says the database could not write (unavailable, or the store failed it:
+ * a failed commit). */
+bool write_failed_for_database(write_result r, bool store_failed, db_failure met);
 /* After a batch: failing marks the store failing; kept (something committed) clears the mark
  * once WRITES_QUIET_NS have passed since the last failure. Logs each change once. */
 void write_health_note(write_health *h, bool kept, bool failing);
@@ -27,6 +28,6 @@ bool write_health_failing(write_health *h);
 
 /* The write an idle writer tries every second while the store is failing: it rewrites a row
  * start-up made (the cursor secret, main.c), unchanged, which the database still writes out. */
-int write_probe(db_conn *db, void *ctx);
+write_result write_probe(db_conn *db, void *ctx);
 
 #endif

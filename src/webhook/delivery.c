@@ -211,7 +211,7 @@ static char *dup_text(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static int claim_due(db_conn *db, void *arg)
+static write_result claim_due(db_conn *db, void *arg)
 {
     claim_job *j = arg;
     free_claimed(j); /* a job run again (PostgreSQL retry) starts over */
@@ -232,7 +232,7 @@ static int claim_due(db_conn *db, void *arg)
     db_stmt *st = db_query(db, db_kind_of(db) == DB_POSTGRES ? pg_sql : sqlite_sql, "iiii",
                            j->lease_until, (int64_t)j->lease_id, j->now_us, (int64_t)j->limit);
     if (!st)
-        return DB_ERROR;
+        return WRITE_FAILED;
     db_status rc;
     while ((rc = db_step(st)) == DB_ROW && j->count < CLAIM_BATCH)
         j->rows[j->count++] = (claimed){.endpoint_id = (uint64_t)db_int(st, 0),
@@ -240,7 +240,7 @@ static int claim_due(db_conn *db, void *arg)
                                         .attempts = (int)db_int(st, 2)};
     db_done(st);
     if (rc == DB_BUSY || rc == DB_ERROR)
-        return rc;
+        return write_result_of_db(rc);
     for (int i = 0; i < j->count; i++) {
         claimed *c = &j->rows[i];
         /* a disabled endpoint's deliveries wait (leased, then claimed again) until it is
@@ -268,7 +268,7 @@ static int claim_due(db_conn *db, void *arg)
         }
         db_done(st);
     }
-    return 0;
+    return WRITE_OK;
 }
 
 /* ---- record: one write job for every attempt that finished ---- */
@@ -278,7 +278,7 @@ typedef struct finished {
     int count;
 } finished;
 
-static int record_attempts(db_conn *db, void *arg)
+static write_result record_attempts(db_conn *db, void *arg)
 {
     finished *f = arg;
     int64_t now = now_us();
@@ -306,7 +306,7 @@ static int record_attempts(db_conn *db, void *arg)
             (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error, next, outcome,
             id_decode(t->record_id).unix_ms * 1000);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
         /* only the holder of the lease moves the delivery on */
         rc = db_exec(db,
                      "UPDATE webhook_deliveries SET status = $4, attempts = $5, "
@@ -320,9 +320,9 @@ static int record_attempts(db_conn *db, void *arg)
         if (rc == DB_DONE)
             rc = webhook_streak_add(db, &streaks, t->endpoint_id, t->delivered);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
     }
-    return webhook_streaks_write(db, &streaks);
+    return write_result_of_db(webhook_streaks_write(db, &streaks));
 }
 
 typedef struct release_job {
@@ -332,7 +332,7 @@ typedef struct release_job {
 } release_job;
 
 /* Hands back claims this node will not start now (their endpoint is at its cap). */
-static int release_claims(db_conn *db, void *arg)
+static write_result release_claims(db_conn *db, void *arg)
 {
     release_job *r = arg;
     for (int i = 0; i < r->count; i++) {
@@ -343,9 +343,9 @@ static int release_claims(db_conn *db, void *arg)
                                "iiii", (int64_t)r->endpoint_id[i], (int64_t)r->event_id[i],
                                (int64_t)r->lease_id[i], r->until);
         if (rc != DB_DONE)
-            return rc;
+            return write_result_of_db(rc);
     }
-    return 0;
+    return WRITE_OK;
 }
 
 /* ---- HTTP ---- */
@@ -432,7 +432,7 @@ static void record_batch(attempt **list, int count)
 {
     finished f = {.list = list, .count = count};
     /* an attempt the store could not record stays leased and is made again when it runs out */
-    bool recorded = store_write(W.a->store, record_attempts, &f) == 0;
+    bool recorded = store_write(W.a->store, record_attempts, &f) == WRITE_OK;
     for (int i = 0; i < count; i++) {
         attempt *t = list[i];
         if (recorded)
@@ -597,7 +597,7 @@ static void claim(void)
     j.lease_until = j.now_us + W.a->cfg.webhook_lease_ms * 1000;
     int cap = (int)W.a->cfg.webhook_endpoint_concurrency;
     j.limit = free_slots < CLAIM_BATCH ? free_slots : CLAIM_BATCH;
-    if (store_write(W.a->store, claim_due, &j) != 0) {
+    if (store_write(W.a->store, claim_due, &j) != WRITE_OK) {
         free_claimed(&j);
         W.more_due = false;
         return;

@@ -170,9 +170,9 @@ db_status webhook_streak_add(db_conn *db, webhook_streaks *s, uint64_t endpoint,
     return DB_DONE;
 }
 
-int webhook_release_own_leases(db_conn *db, void *arg)
+write_result webhook_release_own_leases(db_conn *db, void *arg)
 {
     (void)arg;
-    return db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'",
-                   "");
+    return write_result_of_db(
+        db_exec(db, "UPDATE webhook_deliveries SET lease_until = 0 WHERE status = 'pending'", ""));
 }

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "store/db.h"
+#include "store/store.h"
 
 struct app;
 
@@ -51,6 +51,6 @@ db_status webhook_streaks_write(db_conn *db, webhook_streaks *s);
 
 /* At the start of a SQLite server (one node): the leases still held were held by this node
  * before it stopped, so they are dropped and those attempts made again. A write job. */
-int webhook_release_own_leases(db_conn *db, void *arg);
+write_result webhook_release_own_leases(db_conn *db, void *arg);
 
 #endif

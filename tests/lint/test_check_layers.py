@@ -206,3 +206,101 @@ def test_callbacks_handed_down_at_start_up_or_in_a_const_table_pass(tmp_path):
     })
     r = check(root)
     assert r.returncode == 0, r.stdout
+
+
+# ---- write jobs speak write_result (rule 4) ----
+
+STORE = {
+    "store/db.h": "typedef struct db_conn db_conn;\n"
+                  "typedef enum db_status { DB_DONE = 0, DB_ERROR = -3 } db_status;\n",
+    "store/store.h": '#include "store/db.h"\n'
+                     "typedef struct store store;\n"
+                     "typedef enum write_result { WRITE_OK, WRITE_FAILED } write_result;\n"
+                     "write_result write_result_of_db(db_status rc);\n"
+                     "typedef write_result (*write_job_fn)(db_conn *db, void *ctx);\n"
+                     "write_result store_write(store *s, write_job_fn fn, void *ctx);\n"
+                     "void store_submit(store *s, write_job_fn fn, void *ctx,\n"
+                     "                  void (*then)(write_result r, void *arg), void *arg);\n",
+    "request/step.h": '#include "store/store.h"\n'
+                      "typedef struct request { write_result write_result; } request;\n"
+                      "int request_write_then(request *req, write_job_fn fn, void *ctx);\n",
+}
+
+
+def test_write_jobs_that_return_write_result_pass(tmp_path):
+    root = tree(tmp_path, {
+        **STORE,
+        "api/x.c": '#include "request/step.h"\n'
+                   "static write_result job(db_conn *db, void *arg)\n"
+                   "{\n"
+                   "    return write_result_of_db(DB_DONE);\n"
+                   "}\n"
+                   "static int count(db_conn *db, void *arg) { return 0; } /* not a job */\n"
+                   "int x(request *req, store *s)\n"
+                   "{\n"
+                   "    write_result w = req->write_result;\n"
+                   "    store_write(s, job, NULL);\n"
+                   "    int n = request_write_then(req, job, NULL) + count(0, 0);\n"
+                   "    return n + (w == WRITE_OK);\n"
+                   "}\n",
+    })
+    r = check(root)
+    assert r.returncode == 0, r.stdout
+
+
+def test_an_int_write_job_fails(tmp_path):
+    root = tree(tmp_path, {
+        **STORE,
+        # a job handed to the store, to a layer above it (any write_job_fn parameter), and
+        # stored in a write_job_fn field
+        "api/x.c": '#include "request/step.h"\n'
+                   "static int job(db_conn *db, void *arg)\n"
+                   "{\n"
+                   "    return DB_ERROR;\n"
+                   "}\n"
+                   "typedef struct queued { write_job_fn fn; } queued;\n"
+                   "int x(request *req, store *s)\n"
+                   "{\n"
+                   "    store_submit(s, job, NULL,\n"
+                   "                 NULL, NULL);\n"
+                   "    queued q = {.fn = job};\n"
+                   "    return request_write_then(req, &job, NULL);\n"
+                   "}\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    tail = ("as a write job but returns int: a write job returns write_result (store/store.h), "
+            "its db_status said through write_result_of_db")
+    assert r.stdout.splitlines() == [
+        f"src/api/x.c:9: job is handed to store_submit {tail}",
+        f"src/api/x.c:12: job is handed to request_write_then {tail}",
+        f"src/api/x.c:11: job is handed to .fn {tail}",
+    ]
+
+
+def test_an_int_write_job_type_fails(tmp_path):
+    store_h = STORE["store/store.h"].replace("typedef write_result (*write_job_fn)",
+                                             "typedef int (*write_job_fn)")
+    root = tree(tmp_path, {**STORE, "store/store.h": store_h})
+    r = check(root)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        "src/store/store.h:5: write_job_fn returns int: a write job returns write_result "
+        "(store/store.h)"]
+
+
+def test_a_cast_write_result_fails(tmp_path):
+    root = tree(tmp_path, {
+        **STORE,
+        "api/x.c": '#include "request/step.h"\n'
+                   "int x(request *req)\n"
+                   "{\n"
+                   "    int raw = (int)req->write_result;\n"
+                   "    req->write_result = (write_result)raw;\n"
+                   "    return raw == (int) req -> write_result;\n"
+                   "}\n",
+    })
+    r = check(root)
+    assert r.returncode == 1
+    message = "casts a write_result: a request's write_result is read as it is (store/store.h)"
+    assert r.stdout.splitlines() == [f"src/api/x.c:{n}: {message}" for n in (4, 5, 6)]

@@ -11,14 +11,15 @@ typedef struct writer_gate {
     sem_t reached, go;
 } writer_gate;
 
-static inline int writer_gate_nothing(db_conn *db, void *arg)
+static inline write_result writer_gate_nothing(db_conn *db, void *arg)
 {
     (void)db;
     (void)arg;
-    return 0;
+    return WRITE_OK;
 }
 
-static inline void writer_gate_hold(int result, db_failure failure, const char *error, void *arg)
+static inline void writer_gate_hold(write_result result, db_failure failure, const char *error,
+                                    void *arg)
 {
     (void)result;
     (void)failure;

@@ -187,14 +187,14 @@ typedef struct record_job {
     bool answers;
 } record_job;
 
-static int record_and_answer(db_conn *db, void *arg)
+static write_result record_and_answer(db_conn *db, void *arg)
 {
     record_job *j = arg;
     if (db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", j->name) != DB_DONE)
         return WRITE_FAILED;
     if (j->answers)
         answer(j->req, 201, "{\"id\":\"pay_commit\"}");
-    return 0;
+    return WRITE_OK;
 }
 
 static step_result note_committed(request *req, void *ctx)

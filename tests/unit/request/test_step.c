@@ -21,14 +21,14 @@
 #include "store/store.h"
 #include "../writer_gate.h"
 
-static int always_fails(db_conn *db, void *arg)
+static write_result always_fails(db_conn *db, void *arg)
 {
     (void)db;
     (void)arg;
-    return 1;
+    return WRITE_REFUSED;
 }
 
-static void job_done(int result, db_failure failure, const char *error, void *arg)
+static void job_done(write_result result, db_failure failure, const char *error, void *arg)
 {
     (void)result;
     (void)failure;
@@ -44,16 +44,16 @@ typedef struct refund_like {
 /* What the refund's reserve job does when two runs see different states: the first finds
  * nothing left (answers 409 and keeps nothing), the second reserves (writes, answers nothing
  * yet: a later step will). */
-static int reserve_on_second_run(db_conn *db, void *arg)
+static write_result reserve_on_second_run(db_conn *db, void *arg)
 {
     refund_like *r = arg;
     if (++r->runs == 1) {
         reply_error(r->req, ERR_AMOUNT_EXCEEDS_REFUNDABLE, "nothing left to refund");
-        return 0;
+        return WRITE_OK;
     }
     return db_exec(db, "INSERT INTO secrets (name, value) VALUES ('reserved', 'x')", "") == DB_DONE
-               ? 0
-               : -1;
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
 static step_result after_write(request *req, void *ctx)
@@ -165,13 +165,13 @@ static void test_a_job_run_again_does_not_keep_an_earlier_runs_answer(void **sta
 
 /* A job that only writes, queued after the request has its answer (the void of a charge no
  * payment will carry, while the answer says another request took the key). */
-static int write_only(db_conn *db, void *arg)
+static write_result write_only(db_conn *db, void *arg)
 {
     int *runs = arg;
     ++*runs;
     return db_exec(db, "INSERT INTO secrets (name, value) VALUES ('reserved', 'x')", "") == DB_DONE
-               ? 0
-               : -1;
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
 static void test_an_answer_set_before_the_job_stays(void **state)

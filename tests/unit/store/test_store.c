@@ -38,22 +38,22 @@ static bool insert_secret(db_conn *db, const char *prefix, int64_t n)
     return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", name) == DB_DONE;
 }
 
-static int insert_then_maybe_fail(db_conn *db, void *arg)
+static write_result insert_then_maybe_fail(db_conn *db, void *arg)
 {
     job_arg *a = arg;
     if (!insert_secret(db, "job", a->n))
-        return -1;
+        return WRITE_FAILED;
     store_add add = {.sql = "UPDATE accounts SET balance = balance + $2, version = version + $3, "
                             "updated_at = $4 WHERE id = $1",
                      .count = 4,
                      .value = {1 + a->n % ACCOUNTS, a->n, 1, a->n},
                      .kind = {ADD_KEY, ADD_SUM, ADD_SUM, ADD_MAX}};
     if (store_add_at_commit(db, &add) != DB_DONE)
-        return -1;
-    return a->n % 2 ? 1 : 0;
+        return WRITE_FAILED;
+    return a->n % 2 ? WRITE_REFUSED : WRITE_OK;
 }
 
-static int make_accounts(db_conn *db, void *arg)
+static write_result make_accounts(db_conn *db, void *arg)
 {
     (void)arg;
     for (int id = 1; id <= ACCOUNTS; id++)
@@ -61,8 +61,8 @@ static int make_accounts(db_conn *db, void *arg)
                     "INSERT INTO accounts (id, user_id, currency, balance, version, created_at, "
                     "updated_at) VALUES ($1, 1, 'USD', 0, 1, 0, 0)",
                     "i", (int64_t)id) != DB_DONE)
-            return -1;
-    return 0;
+            return WRITE_FAILED;
+    return WRITE_OK;
 }
 
 typedef struct worker {
@@ -76,10 +76,10 @@ static void *run_jobs(void *p)
     worker *w = p;
     for (int i = 0; i < JOBS_PER_THREAD; i++) {
         job_arg a = {.n = (int64_t)w->index * JOBS_PER_THREAD + i};
-        int rc = store_write(w->s, insert_then_maybe_fail, &a);
-        if (rc == 0)
+        write_result rc = store_write(w->s, insert_then_maybe_fail, &a);
+        if (rc == WRITE_OK)
             w->successes++;
-        else if (rc == 1)
+        else if (rc == WRITE_REFUSED)
             w->failures++;
     }
     store_release_reader(w->s);
@@ -156,19 +156,16 @@ static void test_group_commit_isolates_failed_jobs(void **state)
     run(64, true);
 }
 
-/* The one mapping from what a job returned to what it came to: a constraint is a conflict,
+/* The one mapping from a db_status a job met to what it came to: a constraint is a conflict,
  * never a failure, and a failure is never a conflict. */
 static void test_write_result_mapping(void **state)
 {
     (void)state;
-    assert_int_equal(write_result_of(0), WRITE_OK);
-    assert_int_equal(write_result_of(DB_CONSTRAINT), WRITE_CONFLICT);
-    assert_int_equal(write_result_of(DB_BUSY), WRITE_RETRY);
-    assert_int_equal(write_result_of(DB_ERROR), WRITE_FAILED);
-    assert_int_equal(write_result_of(STORE_FAILED), WRITE_FAILED);
-    assert_int_equal(write_result_of(WRITE_REFUSED), WRITE_REFUSED);
-    assert_int_equal(write_result_of(WRITE_FENCED), WRITE_FENCED);
-    assert_int_equal(write_result_of(12345), WRITE_FAILED);
+    assert_int_equal(write_result_of_db(DB_DONE), WRITE_OK);
+    assert_int_equal(write_result_of_db(DB_CONSTRAINT), WRITE_CONFLICT);
+    assert_int_equal(write_result_of_db(DB_BUSY), WRITE_RETRY);
+    assert_int_equal(write_result_of_db(DB_ERROR), WRITE_FAILED);
+    assert_int_equal(write_result_of_db(DB_UNAVAILABLE), WRITE_FAILED);
 }
 
 static void test_one_transaction_per_job(void **state)
@@ -223,12 +220,12 @@ static int64_t request_reads_balance(store *s)
     return balance;
 }
 
-static int add_to_balance(db_conn *db, void *arg)
+static write_result add_to_balance(db_conn *db, void *arg)
 {
     return db_exec(db, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", "i",
                    *(int64_t *)arg) == DB_DONE
-               ? 0
-               : -1;
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
 /* A request reads what committed before it began, whoever committed it: this store's writer or
@@ -261,7 +258,7 @@ static void test_a_kept_snapshot_never_hides_a_commit(void **state)
     temp_db_close(&t);
 }
 
-static int insert_big_secret(db_conn *db, void *arg)
+static write_result insert_big_secret(db_conn *db, void *arg)
 {
     static char value[12001];
     if (!value[0])
@@ -270,8 +267,8 @@ static int insert_big_secret(db_conn *db, void *arg)
     snprintf(name, sizeof name, "big-%lld", (long long)*(int64_t *)arg);
     return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, $2)", "ss", name, value) ==
                    DB_DONE
-               ? 0
-               : -1;
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
 static void *park_a_snapshot(void *arg)
@@ -367,25 +364,25 @@ typedef struct held_job {
 } held_job;
 
 /* Inserts its row, then (on its first run) waits until the test has queued the next jobs. */
-static int insert_and_hold(db_conn *db, void *arg)
+static write_result insert_and_hold(db_conn *db, void *arg)
 {
     held_job *h = arg;
     if (!insert_secret(db, "held", h->n))
-        return -1;
+        return WRITE_FAILED;
     if (!h->waited) {
         h->waited = true;
         sem_post(&h->running);
         sem_wait(&h->go);
     }
-    return 0;
+    return WRITE_OK;
 }
 
 typedef struct submitted {
     sem_t done;
-    int result;
+    write_result result;
 } submitted;
 
-static void job_done(int result, db_failure failure, const char *error, void *arg)
+static void job_done(write_result result, db_failure failure, const char *error, void *arg)
 {
     (void)failure;
     (void)error;
@@ -431,9 +428,9 @@ static void test_jobs_queued_during_a_batch_join_its_commit(void **state)
     for (int i = 0; i < 3; i++)
         sem_wait(&d[i].done);
 
-    assert_int_equal(d[0].result, 0);
-    assert_int_equal(d[1].result, 0);
-    assert_int_equal(d[2].result, 1);
+    assert_int_equal(d[0].result, WRITE_OK);
+    assert_int_equal(d[1].result, WRITE_OK);
+    assert_int_equal(d[2].result, WRITE_REFUSED);
     store_get_stats(t.s, &after);
     assert_int_equal(after.jobs - before.jobs, 3);
     assert_int_equal(after.batches - before.batches, 1);
@@ -459,21 +456,21 @@ typedef struct sync_probe {
     const char *name;
     int64_t seen;                   /* synchronous_setting() while the job ran */
     struct sync_probe *then_submit; /* submitted (synced) from this job's continuation */
-    int result;                     /* what the job came to (asserted on the test's thread) */
+    write_result result;            /* what the job came to (asserted on the test's thread) */
     sem_t done;
 } sync_probe;
 
-static int insert_and_probe(db_conn *db, void *arg)
+static write_result insert_and_probe(db_conn *db, void *arg)
 {
     sync_probe *p = arg;
     p->seen = synchronous_setting(db);
     return db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", p->name) ==
                    DB_DONE
-               ? 0
-               : -1;
+               ? WRITE_OK
+               : WRITE_FAILED;
 }
 
-static void probe_done(int result, db_failure failure, const char *error, void *arg)
+static void probe_done(write_result result, db_failure failure, const char *error, void *arg)
 {
     (void)failure;
     (void)error;
@@ -535,12 +532,12 @@ typedef struct jobs_done {
     int failed; /* written on the writer's thread only, read after every job is done */
 } jobs_done;
 
-static void count_done(int result, db_failure failure, const char *error, void *arg)
+static void count_done(write_result result, db_failure failure, const char *error, void *arg)
 {
     (void)failure;
     (void)error;
     jobs_done *d = arg;
-    d->failed += result != 0;
+    d->failed += result != WRITE_OK;
     sem_post(&d->done);
 }
 

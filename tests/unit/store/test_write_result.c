@@ -1,7 +1,6 @@
-/* What a write job came to (store/store.c, write_result_of): the one mapping from what a job
- * returns (0, a db_status it met, a write_result of its own, STORE_FAILED) to a write_result,
- * and store_run saying the same of jobs run on a real SQLite store: what was kept, and what
- * was undone. */
+/* What a write job came to (store/store.h, write_result): the one mapping from a db_status a
+ * job met to its result (write_result_of_db), and store_write handing back what jobs run on a
+ * real SQLite store returned: what was kept, and what was undone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,26 +15,20 @@
 #include "store/db.h"
 #include "store/store.h"
 
-static void test_each_job_code_maps_to_one_result(void **state)
+static void test_each_db_status_maps_to_one_result(void **state)
 {
     (void)state;
-    assert_int_equal(write_result_of(0), WRITE_OK);
-    /* a job's own verdicts pass through */
-    assert_int_equal(write_result_of(WRITE_REFUSED), WRITE_REFUSED);
-    assert_int_equal(write_result_of(WRITE_FENCED), WRITE_FENCED);
-    assert_int_equal(write_result_of(WRITE_CONFLICT), WRITE_CONFLICT);
-    assert_int_equal(write_result_of(WRITE_RETRY), WRITE_RETRY);
-    assert_int_equal(write_result_of(WRITE_FAILED), WRITE_FAILED);
-    /* a db_status the job met and handed back */
-    assert_int_equal(write_result_of(DB_CONSTRAINT), WRITE_CONFLICT);
-    assert_int_equal(write_result_of(DB_BUSY), WRITE_RETRY);
-    assert_int_equal(write_result_of(DB_ERROR), WRITE_FAILED);
-    assert_int_equal(write_result_of(DB_UNAVAILABLE), WRITE_FAILED);
-    assert_int_equal(write_result_of(DB_TIMEOUT), WRITE_FAILED);
-    /* the commit failed, or a code nobody knows: the worst */
-    assert_int_equal(write_result_of(STORE_FAILED), WRITE_FAILED);
-    assert_int_equal(write_result_of(77), WRITE_FAILED);
-    assert_int_equal(write_result_of(-77), WRITE_FAILED);
+    /* a statement that ran, with or without a row */
+    assert_int_equal(write_result_of_db(DB_DONE), WRITE_OK);
+    assert_int_equal(write_result_of_db(DB_ROW), WRITE_OK);
+    /* what the job met */
+    assert_int_equal(write_result_of_db(DB_CONSTRAINT), WRITE_CONFLICT);
+    assert_int_equal(write_result_of_db(DB_BUSY), WRITE_RETRY);
+    assert_int_equal(write_result_of_db(DB_ERROR), WRITE_FAILED);
+    assert_int_equal(write_result_of_db(DB_UNAVAILABLE), WRITE_FAILED);
+    assert_int_equal(write_result_of_db(DB_TIMEOUT), WRITE_FAILED);
+    /* a status nobody knows: the worst */
+    assert_int_equal(write_result_of_db((db_status)-77), WRITE_FAILED);
 }
 
 static void test_each_result_has_a_name(void **state)
@@ -75,14 +68,14 @@ static void harness_close(harness *h)
 
 typedef struct insert_job {
     const char *name;
-    int then_return; /* after the insert: what the job returns when the insert worked */
+    write_result then_return; /* after the insert: what the job returns when it worked */
 } insert_job;
 
-static int insert_then(db_conn *db, void *arg)
+static write_result insert_then(db_conn *db, void *arg)
 {
     insert_job *j = arg;
     db_status rc = db_exec(db, "INSERT INTO secrets (name, value) VALUES ($1, 'x')", "s", j->name);
-    return rc != DB_DONE ? rc : j->then_return;
+    return rc != DB_DONE ? write_result_of_db(rc) : j->then_return;
 }
 
 static int64_t rows_named(harness *h, const char *name)
@@ -96,28 +89,28 @@ static int64_t rows_named(harness *h, const char *name)
     return n;
 }
 
-static void test_store_run_keeps_what_succeeded_and_undoes_the_rest(void **state)
+static void test_store_write_keeps_what_succeeded_and_undoes_the_rest(void **state)
 {
     (void)state;
     harness h;
     harness_open(&h);
-    insert_job kept = {"kept", 0};
-    assert_int_equal(store_run(h.s, insert_then, &kept), WRITE_OK);
+    insert_job kept = {"kept", WRITE_OK};
+    assert_int_equal(store_write(h.s, insert_then, &kept), WRITE_OK);
     assert_int_equal(rows_named(&h, "kept"), 1);
 
     /* the same row again: the database's constraint, said as a conflict */
-    assert_int_equal(store_run(h.s, insert_then, &kept), WRITE_CONFLICT);
+    assert_int_equal(store_write(h.s, insert_then, &kept), WRITE_CONFLICT);
     assert_int_equal(rows_named(&h, "kept"), 1);
 
     /* a job that wrote and then refused, or found its key fenced: nothing of it stays */
     insert_job refused = {"refused", WRITE_REFUSED};
-    assert_int_equal(store_run(h.s, insert_then, &refused), WRITE_REFUSED);
+    assert_int_equal(store_write(h.s, insert_then, &refused), WRITE_REFUSED);
     assert_int_equal(rows_named(&h, "refused"), 0);
     insert_job fenced = {"fenced", WRITE_FENCED};
-    assert_int_equal(store_run(h.s, insert_then, &fenced), WRITE_FENCED);
+    assert_int_equal(store_write(h.s, insert_then, &fenced), WRITE_FENCED);
     assert_int_equal(rows_named(&h, "fenced"), 0);
-    insert_job failed = {"failed", DB_ERROR};
-    assert_int_equal(store_run(h.s, insert_then, &failed), WRITE_FAILED);
+    insert_job failed = {"failed", WRITE_FAILED};
+    assert_int_equal(store_write(h.s, insert_then, &failed), WRITE_FAILED);
     assert_int_equal(rows_named(&h, "failed"), 0);
     harness_close(&h);
 }
@@ -125,9 +118,9 @@ static void test_store_run_keeps_what_succeeded_and_undoes_the_rest(void **state
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_job_code_maps_to_one_result),
+        cmocka_unit_test(test_each_db_status_maps_to_one_result),
         cmocka_unit_test(test_each_result_has_a_name),
-        cmocka_unit_test(test_store_run_keeps_what_succeeded_and_undoes_the_rest),
+        cmocka_unit_test(test_store_write_keeps_what_succeeded_and_undoes_the_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
