@@ -93,6 +93,7 @@ static const resource event_resource = {
     .id_prefix = "evt",
     .path = "/v1/events/",
     .write_row = write_event_row,
+    .unmarked_rows = true,
 };
 
 static const list_query events_list_query = {
@@ -104,6 +105,7 @@ static const list_query events_list_query = {
     .status_list = true,
     .time_column = "created_at",
     .write_row = write_event_row,
+    .unmarked_rows = true,
 };
 
 /* GET /v1/events?wait=N: an empty page waits, parked in the registry (api/event_waiters.h),

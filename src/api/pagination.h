@@ -72,6 +72,7 @@ typedef struct list_query {
      * build it with to_json. */
     void (*write_row)(db_stmt *st, struct jsonw *w);
     json_t *(*to_json)(db_stmt *st);
+    bool unmarked_rows; /* as a resource's (resource.h): an event's stored data */
 } list_query;
 
 /* Answers the list request with one page: limit and filters come decoded (list_params); the

@@ -31,7 +31,14 @@ typedef struct resource {
     int key_index;         /* the column Location names: 0, the id (a product: its sku) */
     int version_index;     /* the version column, served as the ETag; 0: none (0 is the id) */
     void (*write_row)(db_stmt *st, jsonw *w); /* the row st is on, as the contract shows it */
+    /* the row holds stored JSON whose objects may not say their mode (an event's data): the
+     * pipeline marks the answer on its way out (docs/modes.md) */
+    bool unmarked_rows;
 } resource;
+
+/* A writer for an answer of r's rows: one whose objects say the request's mode, unless its
+ * rows hold stored JSON (unmarked_rows). */
+void resource_writer(request *req, const resource *r, jsonw *w);
 
 /* The table, the columns and the owner, and the GET by id they make (compiled in, so the
  * statement cache keys on one text). */

@@ -11,12 +11,21 @@ void jw_init(jsonw *w)
 {
     memset(w, 0, sizeof *w);
     w->first[0] = true;
+    w->livemode = -1;
+}
+
+void jw_init_mode(jsonw *w, bool live)
+{
+    jw_init(w);
+    w->livemode = live;
 }
 
 void jw_free(jsonw *w)
 {
+    signed char livemode = w->livemode;
     free(w->buf);
     jw_init(w);
+    w->livemode = livemode;
 }
 
 static void reserve(jsonw *w, size_t more)
@@ -262,6 +271,15 @@ void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s
 {
     jw_key_n(w, key, key_len);
     jw_string(w, s);
+}
+
+void jw_member_object(jsonw *w, const char *type)
+{
+    jw_member_string_n(w, "object", 6, type);
+    if (w->livemode >= 0) {
+        jw_key_n(w, "livemode", 8);
+        jw_bool(w, w->livemode);
+    }
 }
 
 void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v)
