@@ -261,9 +261,10 @@ void run_step(request *req, route_handler step)
  * mode already is left as it is, so the mark is never doubled. */
 static void mark_livemode(request *req)
 {
+    if (!req->authenticated || !req->resp_len || req->resp_says_mode)
+        return;
     const char *type = response_header(req, "Content-Type");
-    if (!req->authenticated || !req->resp_len || req->resp_says_mode ||
-        (type && !strstr(type, "json")))
+    if (type && !strstr(type, "json"))
         return;
     size_t len;
     char *marked = json_mark_livemode(req->resp_body, req->resp_len, !req->user.test, &len);
