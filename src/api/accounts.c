@@ -17,7 +17,7 @@ static void write_account_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "acct", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "account");
+    jw_member_object(w, "account");
     jw_member_string(w, "currency", db_text(st, 1));
     jw_member_string(w, "name", db_text(st, 2));
     jw_member_int(w, "balance", db_int(st, 3));

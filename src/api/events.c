@@ -93,6 +93,7 @@ static const resource event_resource = {
     .id_prefix = "evt",
     .path = "/v1/events/",
     .write_row = write_event_row,
+    .unmarked_rows = true,
 };
 
 static const list_query events_list_query = {

@@ -187,9 +187,9 @@ void accounts_balance(request *req)
                            "ii", (int64_t)account, (int64_t)req->user.id);
     if (db_step(st) == DB_ROW) {
         jsonw w;
-        jw_init(&w);
+        jw_init_answer(req, &w);
         jw_object_begin(&w);
-        jw_member_string(&w, "object", "balance");
+        jw_member_object(&w, "balance");
         jw_member_int(&w, "available", db_int(st, 0));
         jw_member_int(&w, "pending", db_int(st, 1));
         jw_member_string(&w, "currency", db_text(st, 2));
@@ -220,7 +220,7 @@ static void write_txn_row(db_stmt *st, jsonw *w)
     const char *type = db_text(st, 4);
     jw_object_begin(w);
     jw_member_id(w, "id", "txn", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "balance_transaction");
+    jw_member_object(w, "balance_transaction");
     jw_member_id(w, "account_id", "acct", (uint64_t)db_int(st, 1));
     jw_member_int(w, "amount", db_int(st, 2));
     jw_member_string(w, "currency", db_text(st, 3));

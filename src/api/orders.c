@@ -25,7 +25,7 @@ static void write_order_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "ord", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "order");
+    jw_member_object(w, "order");
     jw_member_string(w, "external_order_id", db_text(st, 1));
     jw_member_int(w, "amount", db_int(st, 2));
     jw_member_string(w, "currency", db_text(st, 3));

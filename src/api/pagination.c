@@ -263,8 +263,14 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     if (!db)
         return -1;
     db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
+    /* rows written here say their mode (jw_member_object); JSON from to_json or a stored
+     * event's data is marked on the answer's way out (docs/modes.md) */
+    bool says_mode = q->of ? !q->of->unmarked_rows : q->write_row != NULL;
     jsonw w;
-    jw_init(&w);
+    if (says_mode)
+        jw_init_answer(req, &w);
+    else
+        jw_init(&w);
     jw_object_begin(&w);
     jw_key(&w, "object");
     jw_string(&w, "list");
@@ -293,6 +299,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
         if (backwards) {
             jsonw one;
             jw_init(&one);
+            one.livemode = w.livemode;
             write_row(q, st, &one);
             held[rows] = jw_take(&one, NULL);
         } else {

@@ -49,7 +49,7 @@ static void write_payment(jsonw *w, const payment_view *v)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "pay", v->id);
-    jw_member_string(w, "object", "payment");
+    jw_member_object(w, "payment");
     jw_member_id(w, "account_id", "acct", v->account_id);
     jw_member_int(w, "amount", v->amount);
     jw_member_string(w, "currency", v->currency);
@@ -261,7 +261,7 @@ static write_result record_authorization(db_conn *db, payment *p)
     id_format(p->id, "pay", id);
     resource_headers(req, &payment_resource, 201, id, 0);
     jsonw w;
-    jw_init(&w);
+    jw_init_answer(req, &w);
     write_new_payment(&w, p, "requires_capture");
     reply_jsonw(req, 201, &w);
     return write_result_of_db(event_record_reply(db, req, "payment.authorized", NULL));
@@ -320,7 +320,7 @@ static write_result record_payment(db_conn *db, void *arg)
         id_format(p->id, "pay", id);
         resource_headers(req, &payment_resource, 201, id, 0);
         jsonw w;
-        jw_init(&w);
+        jw_init_answer(req, &w);
         write_new_payment(&w, p, status);
         reply_jsonw(req, 201, &w);
     } else {

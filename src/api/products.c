@@ -21,7 +21,7 @@ static void write_product_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "prod", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "product");
+    jw_member_object(w, "product");
     jw_member_string(w, "sku", db_text(st, 1));
     jw_member_string(w, "name", db_text(st, 2));
     jw_member_int(w, "stock", db_int(st, 3));
@@ -211,7 +211,7 @@ static void write_reservation_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "rsv", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "reservation");
+    jw_member_object(w, "reservation");
     jw_member_string(w, "sku", db_text(st, 1));
     jw_member_int(w, "quantity", db_int(st, 2));
     jw_member_time(w, "created_at", db_int(st, 3));

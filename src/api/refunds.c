@@ -36,7 +36,7 @@ static void write_refund_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "re", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "refund");
+    jw_member_object(w, "refund");
     jw_member_id(w, "payment_id", "pay", (uint64_t)db_int(st, 1));
     jw_member_int(w, "amount", db_int(st, 2));
     jw_member_string(w, "reason", db_text(st, 3));

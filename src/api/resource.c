@@ -41,6 +41,14 @@ static int version_position(const resource *r)
     return r->version_column ? column_position(r->columns, r->version_column) : -1;
 }
 
+void resource_writer(request *req, const resource *r, jsonw *w)
+{
+    if (r->unmarked_rows)
+        jw_init(w);
+    else
+        jw_init_answer(req, w);
+}
+
 void resource_headers(request *req, const resource *r, int status, const char *key, int64_t version)
 {
     if (r->version_column) {
@@ -72,7 +80,7 @@ void resource_reply(request *req, const resource *r, db_stmt *st, int status)
 {
     row_headers(req, r, st, status);
     jsonw w;
-    jw_init(&w);
+    resource_writer(req, r, &w);
     r->write_row(st, &w);
     reply_jsonw(req, status, &w);
 }
@@ -126,8 +134,8 @@ static void reply_with_secret(request *req, const resource *r, db_stmt *st,
                               const secret_member *secret, int status)
 {
     jsonw shown, kept;
-    jw_init(&shown);
-    jw_init(&kept);
+    resource_writer(req, r, &shown);
+    resource_writer(req, r, &kept);
     r->write_row(st, &shown);
     r->write_row(st, &kept);
     jw_object_reopen(&shown);
@@ -150,7 +158,7 @@ static db_status created(request *req, const resource *r, db_stmt *st, bool *ski
             reply_with_secret(req, r, st, secret, 201);
         } else {
             jsonw w;
-            jw_init(&w);
+            resource_writer(req, r, &w);
             r->write_row(st, &w);
             reply_jsonw(req, 201, &w);
         }

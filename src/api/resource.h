@@ -31,7 +31,14 @@ typedef struct resource {
     const char *key_column; /* the column Location names (a product: "sku"); NULL: the id */
     const char *version_column; /* the column served as the ETag ("version"); NULL: none */
     void (*write_row)(db_stmt *st, jsonw *w); /* the row st is on, as the contract shows it */
+    /* the row holds stored JSON whose objects may not say their mode (an event's data): the
+     * pipeline marks the answer on its way out (docs/modes.md) */
+    bool unmarked_rows;
 } resource;
+
+/* A writer for an answer of r's rows: one whose objects say the request's mode, unless its
+ * rows hold stored JSON (unmarked_rows). */
+void resource_writer(request *req, const resource *r, jsonw *w);
 
 /* The table, the columns and the owner, and the GET by id they make (compiled in, so the
  * statement cache keys on one text). */

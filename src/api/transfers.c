@@ -27,7 +27,7 @@ static void write_transfer_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "tr", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "transfer");
+    jw_member_object(w, "transfer");
     jw_member_string(w, "biz_seq", db_text(st, 1));
     jw_member_id(w, "from_account", "acct", (uint64_t)db_int(st, 2));
     jw_member_id(w, "to_account", "acct", (uint64_t)db_int(st, 3));

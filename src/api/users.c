@@ -14,7 +14,7 @@ static void write_user_row(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "usr", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "user");
+    jw_member_object(w, "user");
     jw_member_string(w, "name", db_text(st, 1));
     jw_member_string(w, "email", db_text(st, 2));
     jw_member_int(w, "version", db_int(st, 3));

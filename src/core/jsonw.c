@@ -11,12 +11,21 @@ void jw_init(jsonw *w)
 {
     memset(w, 0, sizeof *w);
     w->first[0] = true;
+    w->livemode = -1;
+}
+
+void jw_init_mode(jsonw *w, bool live)
+{
+    jw_init(w);
+    w->livemode = live;
 }
 
 void jw_free(jsonw *w)
 {
+    signed char livemode = w->livemode;
     free(w->buf);
     jw_init(w);
+    w->livemode = livemode;
 }
 
 static void reserve(jsonw *w, size_t more)
@@ -116,29 +125,30 @@ void jw_array_end(jsonw *w)
     close_nested(w, ']');
 }
 
-void jw_key_n(jsonw *w, const char *key, size_t n)
+/* A member's key with its comma, and room for `value` more bytes after it: one reserve, one
+ * copy (a list page writes some 400 keys). */
+static void member_key(jsonw *w, const char *key, size_t n, size_t value)
 {
-    separate(w);
-    reserve(w, n + 3);
-    w->buf[w->len++] = '"';
-    memcpy(w->buf + w->len, key, n);
-    w->len += n;
-    w->buf[w->len++] = '"';
-    w->buf[w->len++] = ':';
-    w->buf[w->len] = '\0';
-    w->after_key = true;
+    reserve(w, n + 4 + value);
+    char *o = w->buf + w->len;
+    if (w->after_key)
+        w->after_key = false;
+    else if (!w->first[w->depth])
+        *o++ = ',';
+    w->first[w->depth] = false;
+    *o++ = '"';
+    memcpy(o, key, n);
+    o += n;
+    *o++ = '"';
+    *o++ = ':';
+    *o = '\0';
+    w->len = (size_t)(o - w->buf);
 }
 
-/* Writes a text known to need no escaping (an id, a time) as a JSON string value. */
-static void put_quoted(jsonw *w, const char *s, size_t n)
+void jw_key_n(jsonw *w, const char *key, size_t n)
 {
-    separate(w);
-    reserve(w, n + 2);
-    w->buf[w->len++] = '"';
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len++] = '"';
-    w->buf[w->len] = '\0';
+    member_key(w, key, n, 0);
+    w->after_key = true;
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates),
@@ -264,28 +274,60 @@ void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s
     jw_string(w, s);
 }
 
+void jw_member_object(jsonw *w, const char *type)
+{
+    jw_member_string_n(w, "object", 6, type);
+    if (w->livemode >= 0) {
+        jw_key_n(w, "livemode", 8);
+        jw_bool(w, w->livemode);
+    }
+}
+
 void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v)
 {
-    jw_key_n(w, key, key_len);
-    jw_int(w, v);
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    size_t n = (size_t)(end - p);
+    member_key(w, key, key_len, n);
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+/* A member whose value is n bytes of text that needs no escaping (an id, a time), quoted. */
+static void member_quoted(jsonw *w, const char *key, size_t key_len, const char *s, size_t n)
+{
+    member_key(w, key, key_len, n + 2);
+    char *o = w->buf + w->len;
+    *o++ = '"';
+    memcpy(o, s, n);
+    o += n;
+    *o++ = '"';
+    *o = '\0';
+    w->len = (size_t)(o - w->buf);
 }
 
 void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefix, uint64_t id)
 {
-    jw_key_n(w, key, key_len);
     if (!id) {
+        jw_key_n(w, key, key_len);
         jw_null(w);
         return;
     }
     char text[ID_STR_MAX];
     id_format(id, prefix, text);
-    put_quoted(w, text, strlen(text));
+    member_quoted(w, key, key_len, text, strlen(text));
 }
 
 void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us)
 {
     char text[RFC3339_STR_MAX];
     format_rfc3339_ms(unix_us, text);
-    jw_key_n(w, key, key_len);
-    put_quoted(w, text, strlen(text));
+    member_quoted(w, key, key_len, text, strlen(text));
 }

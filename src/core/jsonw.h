@@ -16,9 +16,12 @@ typedef struct jsonw {
     int depth;
     bool first[JSONW_MAX_DEPTH]; /* nothing written yet at this depth */
     bool after_key;
+    signed char livemode; /* the mode every object written says (docs/modes.md); -1: none */
 } jsonw;
 
 void jw_init(jsonw *w);
+/* A writer whose objects say their mode: live true or false (jw_member_object). */
+void jw_init_mode(jsonw *w, bool live);
 void jw_free(jsonw *w);
 /* Hands the text over (NUL-terminated, malloc'd) and resets the writer. */
 char *jw_take(jsonw *w, size_t *len);
@@ -52,6 +55,10 @@ void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s
 void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v);
 void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefix, uint64_t id);
 void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us);
+
+/* An object's "object" member, its type, and then its "livemode" when the writer has a mode
+ * (jw_init_mode): the one place a resource's object says its mode (docs/modes.md). */
+void jw_member_object(jsonw *w, const char *type);
 
 /* s NULL writes null */
 static inline void jw_member_string(jsonw *w, const char *key, const char *s)

@@ -42,6 +42,8 @@ struct http_exchange {
     void *req;           /* the handlers' object */
     size_t target_len;
     char client[INET6_ADDRSTRLEN]; /* the client's address, once the headers are in */
+    char peer[INET6_ADDRSTRLEN];   /* the peer's address, read once (exchange_peer); "": unknown */
+    bool peer_read;
     bool query_dropped;
     bool headers_seen; /* the access handler has been called for this request */
     bool body_seen;    /* the body callback has run: what is left is to send the answer */
@@ -152,16 +154,34 @@ bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, si
 
 /* The numeric form of an address, an IPv4 client of an IPv6 listener as plain IPv4, so one
  * client has one spelling whichever way it came in. */
+/* An IPv4 address in dotted decimal, as inet_ntop writes it, without its sprintf (one runs for
+ * every request). */
+static bool ipv4_text(const uint8_t bytes[4], char *out, size_t cap)
+{
+    if (cap < INET_ADDRSTRLEN)
+        return false;
+    char *o = out;
+    for (int i = 0; i < 4; i++) {
+        unsigned v = bytes[i];
+        if (v >= 100)
+            *o++ = (char)('0' + v / 100);
+        if (v >= 10)
+            *o++ = (char)('0' + v / 10 % 10);
+        *o++ = (char)('0' + v % 10);
+        *o++ = i < 3 ? '.' : '\0';
+    }
+    return true;
+}
+
 static bool numeric_address(const struct sockaddr *sa, char *out, size_t cap)
 {
     if (sa->sa_family == AF_INET)
-        return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
-                         (socklen_t)cap) != NULL;
+        return ipv4_text((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, out, cap);
     if (sa->sa_family != AF_INET6)
         return false;
     const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
     if (IN6_IS_ADDR_V4MAPPED(a6))
-        return inet_ntop(AF_INET, &a6->s6_addr[12], out, (socklen_t)cap) != NULL;
+        return ipv4_text(&a6->s6_addr[12], out, cap);
     return inet_ntop(AF_INET6, a6, out, (socklen_t)cap) != NULL;
 }
 
@@ -187,6 +207,18 @@ static bool peer_address(struct MHD_Connection *conn, char *out, size_t cap)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     return info && info->client_addr && numeric_address(info->client_addr, out, cap);
+}
+
+/* The peer's numeric address, read from the library once per request (the access log, the
+ * client's address and the plain-HTTP check all ask); NULL when unknown. */
+static const char *exchange_peer(http_exchange *ex)
+{
+    if (!ex->peer_read) {
+        ex->peer_read = true;
+        if (!peer_address(ex->conn, ex->peer, sizeof ex->peer))
+            ex->peer[0] = '\0';
+    }
+    return ex->peer[0] ? ex->peer : NULL;
 }
 
 /* text as a binary address of either family; false when it is not a numeric address. */
@@ -232,10 +264,12 @@ static bool is_trusted_proxy(const http_server *s, const char *peer)
  * own word). A proxy's request without a usable one is its own. */
 static void find_client(http_exchange *ex)
 {
-    if (!peer_address(ex->conn, ex->client, sizeof ex->client)) {
+    const char *peer = exchange_peer(ex);
+    if (!peer) {
         snprintf(ex->client, sizeof ex->client, "unknown");
         return;
     }
+    memcpy(ex->client, peer, sizeof ex->client);
     if (!is_trusted_proxy(ex->server, ex->client))
         return;
     const char *xff = http_exchange_header(ex, "X-Forwarded-For");
@@ -260,13 +294,17 @@ bool http_exchange_client_address(http_exchange *ex, char *out, size_t cap)
 
 bool http_exchange_peer_address(http_exchange *ex, char *out, size_t cap)
 {
-    return peer_address(ex->conn, out, cap);
+    const char *peer = exchange_peer(ex);
+    if (!peer || strlen(peer) >= cap)
+        return false;
+    memcpy(out, peer, strlen(peer) + 1);
+    return true;
 }
 
 bool http_exchange_in_clear_from_afar(http_exchange *ex)
 {
-    char peer[INET6_ADDRSTRLEN];
-    if (http_tls_enabled() || !peer_address(ex->conn, peer, sizeof peer))
+    const char *peer = exchange_peer(ex);
+    if (http_tls_enabled() || !peer)
         return false;
     bool loopback = !strncmp(peer, "127.", 4) || !strcmp(peer, "::1");
     return !loopback && !is_trusted_proxy(ex->server, peer);

@@ -60,6 +60,8 @@ typedef struct request {
     bool resp_recorded;   /* the idempotency engine stored this response in the handler's commit */
     uint64_t resp_event;  /* an event recorded this very body as its data (0: none); any new
                            * body clears it */
+    bool resp_says_mode;  /* every object of resp_body says its mode (jw_init_answer): the
+                           * pipeline need not mark it; any new body clears it */
     char *resp_kept_body; /* what an idempotency key keeps of this answer instead of resp_body
                            * (NULL: resp_body itself): a create that shows a secret keeps it
                            * redacted (reply_keep_instead); any new body clears it */
@@ -93,6 +95,10 @@ void reply_header(request *req, const char *name, const char *value);
 void reply_forget(request *req, int header_count);
 const char *response_header(request *req, const char *name);
 struct jsonw;
+/* A writer for this request's answer. A read's: every object it writes says the request's mode
+ * (jw_member_object, docs/modes.md), so the answer needs no marking on its way out. A write's
+ * answer may be stored, and is kept unmarked (marked on its way out). */
+void jw_init_answer(request *req, struct jsonw *w);
 /* Takes the writer's text as the JSON body. */
 void reply_jsonw(request *req, int status, struct jsonw *w);
 /* What a stored idempotency key keeps of the answer just set, instead of the answer itself (an

@@ -24,6 +24,7 @@ static void forget_body(request *req)
     free(req->resp_kept_body);
     req->resp_body = req->resp_kept_body = NULL;
     req->resp_event = 0;
+    req->resp_says_mode = false;
 }
 
 static void set_body(request *req, int status, char *body)
@@ -41,11 +42,23 @@ void reply_json(request *req, int status, json_t *body)
     json_decref(body);
 }
 
+void jw_init_answer(request *req, jsonw *w)
+{
+    jw_init(w);
+    /* A write's answer may be stored (an Idempotency-Key's, an event's data), and stored
+     * answers are kept without their mode and marked on their way out (docs/modes.md): only a
+     * read's answer, never stored, is written with it. */
+    bool read = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
+    if (req->authenticated && read && !req->idem)
+        w->livemode = !req->user.test;
+}
+
 void reply_jsonw(request *req, int status, jsonw *w)
 {
     forget_body(req);
     req->error = ERR_NONE;
     req->status = status;
+    req->resp_says_mode = w->livemode >= 0 || !req->authenticated;
     req->resp_body = jw_take(w, &req->resp_len);
 }
 

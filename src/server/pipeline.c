@@ -255,12 +255,16 @@ void run_step(request *req, route_handler step)
 }
 
 /* An authenticated request's JSON answer says the mode of every object in it (docs/modes.md):
- * all of them are of its key's mode. Stored answers (Idempotency-Key replays, events' data) are
- * kept unmarked and marked here on their way out, so the mark is never doubled. */
+ * all of them are of its key's mode. The row writers write it (jw_init_answer); what they did
+ * not write is marked here on its way out: answers built with jansson, a replay of an answer
+ * stored before its objects said their mode, an event's stored data. An object that says its
+ * mode already is left as it is, so the mark is never doubled. */
 static void mark_livemode(request *req)
 {
+    if (!req->authenticated || !req->resp_len || req->resp_says_mode)
+        return;
     const char *type = response_header(req, "Content-Type");
-    if (!req->authenticated || !req->resp_len || (type && !strstr(type, "json")))
+    if (type && !strstr(type, "json"))
         return;
     size_t len;
     char *marked = json_mark_livemode(req->resp_body, req->resp_len, !req->user.test, &len);

@@ -112,7 +112,7 @@ void webhook_endpoint_write(db_stmt *st, jsonw *w)
 {
     jw_object_begin(w);
     jw_member_id(w, "id", "we", (uint64_t)db_int(st, 0));
-    jw_member_string(w, "object", "webhook_endpoint");
+    jw_member_object(w, "webhook_endpoint");
     jw_member_string(w, "url", db_text(st, 1));
     jw_key(w, "events");
     write_events_array(w, db_text(st, 2));
