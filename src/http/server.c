@@ -12,16 +12,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "http/address.h"
 #include "http/tls.h"
-
-/* One entry of --trust-proxy: an address and how many of its leading bits must match (32 or 128
- * for a single address). IPv4 is kept as such, so 10.0.0.0/8 matches an IPv4 peer however it
- * connected (numeric_address writes an IPv4-mapped peer as IPv4). */
-typedef struct trusted_range {
-    int family; /* AF_INET or AF_INET6 */
-    uint8_t bits[16];
-    int prefix;
-} trusted_range;
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -152,61 +144,11 @@ bool http_exchange_query_args(http_exchange *ex, http_field *out, size_t cap, si
     return !l.overflow;
 }
 
-/* The numeric form of an address, an IPv4 client of an IPv6 listener as plain IPv4, so one
- * client has one spelling whichever way it came in. */
-/* An IPv4 address in dotted decimal, as inet_ntop writes it, without its sprintf (one runs for
- * every request). */
-static bool ipv4_text(const uint8_t bytes[4], char *out, size_t cap)
-{
-    if (cap < INET_ADDRSTRLEN)
-        return false;
-    char *o = out;
-    for (int i = 0; i < 4; i++) {
-        unsigned v = bytes[i];
-        if (v >= 100)
-            *o++ = (char)('0' + v / 100);
-        if (v >= 10)
-            *o++ = (char)('0' + v / 10 % 10);
-        *o++ = (char)('0' + v % 10);
-        *o++ = i < 3 ? '.' : '\0';
-    }
-    return true;
-}
-
-static bool numeric_address(const struct sockaddr *sa, char *out, size_t cap)
-{
-    if (sa->sa_family == AF_INET)
-        return ipv4_text((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr, out, cap);
-    if (sa->sa_family != AF_INET6)
-        return false;
-    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(a6))
-        return ipv4_text(&a6->s6_addr[12], out, cap);
-    return inet_ntop(AF_INET6, a6, out, (socklen_t)cap) != NULL;
-}
-
-/* text (up to len bytes) as a numeric IPv4 or IPv6 address, written in its one spelling. */
-static bool normalise_address(const char *text, size_t len, char *out, size_t cap)
-{
-    char copy[INET6_ADDRSTRLEN];
-    if (len >= sizeof copy)
-        return false;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    struct sockaddr_in a4 = {.sin_family = AF_INET};
-    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
-    if (inet_pton(AF_INET, copy, &a4.sin_addr) == 1)
-        return numeric_address((struct sockaddr *)&a4, out, cap);
-    if (inet_pton(AF_INET6, copy, &a6.sin6_addr) == 1)
-        return numeric_address((struct sockaddr *)&a6, out, cap);
-    return false;
-}
-
 static bool peer_address(struct MHD_Connection *conn, char *out, size_t cap)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    return info && info->client_addr && numeric_address(info->client_addr, out, cap);
+    return info && info->client_addr && address_text(info->client_addr, out, cap);
 }
 
 /* The peer's numeric address, read from the library once per request (the access log, the
@@ -221,40 +163,14 @@ static const char *exchange_peer(http_exchange *ex)
     return ex->peer[0] ? ex->peer : NULL;
 }
 
-/* text as a binary address of either family; false when it is not a numeric address. */
-static bool parse_binary_address(const char *text, int *family, uint8_t bits[16])
-{
-    memset(bits, 0, 16);
-    if (inet_pton(AF_INET, text, bits) == 1) {
-        *family = AF_INET;
-        return true;
-    }
-    if (inet_pton(AF_INET6, text, bits) == 1) {
-        *family = AF_INET6;
-        return true;
-    }
-    return false;
-}
-
-static bool range_contains(const trusted_range *r, int family, const uint8_t bits[16])
-{
-    if (r->family != family)
-        return false;
-    int whole = r->prefix / 8, rest = r->prefix % 8;
-    if (memcmp(r->bits, bits, (size_t)whole) != 0)
-        return false;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return rest == 0 || (r->bits[whole] & mask) == (bits[whole] & mask);
-}
-
 static bool is_trusted_proxy(const http_server *s, const char *peer)
 {
     int family;
     uint8_t bits[16];
-    if (!s->trusted_proxy_count || !parse_binary_address(peer, &family, bits))
+    if (!s->trusted_proxy_count || !address_parse_binary(peer, &family, bits))
         return false;
     for (size_t i = 0; i < s->trusted_proxy_count; i++)
-        if (range_contains(&s->trusted_proxies[i], family, bits))
+        if (trusted_range_contains(&s->trusted_proxies[i], family, bits))
             return true;
     return false;
 }
@@ -280,7 +196,7 @@ static void find_client(http_exchange *ex)
     last += strspn(last, " \t");
     size_t len = strcspn(last, " \t");
     char client[INET6_ADDRSTRLEN];
-    if (normalise_address(last, len, client, sizeof client))
+    if (address_normalise(last, len, client, sizeof client))
         memcpy(ex->client, client, sizeof client);
 }
 
@@ -310,70 +226,11 @@ bool http_exchange_in_clear_from_afar(http_exchange *ex)
     return !loopback && !is_trusted_proxy(ex->server, peer);
 }
 
-/* One entry of the list, ADDR or ADDR/PREFIX, with no bits set past the prefix. */
-static bool parse_trusted_range(const char *text, size_t len, trusted_range *out)
-{
-    char copy[INET6_ADDRSTRLEN + 4];
-    if (len == 0 || len >= sizeof copy)
-        return false;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    char *slash = strchr(copy, '/');
-    if (slash)
-        *slash = '\0';
-    if (!parse_binary_address(copy, &out->family, out->bits))
-        return false;
-    int width = out->family == AF_INET ? 32 : 128;
-    out->prefix = width;
-    if (slash) {
-        char *end;
-        long prefix = strtol(slash + 1, &end, 10);
-        if (!slash[1] || *end || prefix < 0 || prefix > width)
-            return false;
-        out->prefix = (int)prefix;
-    }
-    if (out->family == AF_INET6 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)out->bits) &&
-        out->prefix >= 96) { /* ::ffff:10.0.0.0/104 is 10.0.0.0/8, as a peer is written */
-        memmove(out->bits, out->bits + 12, 4);
-        memset(out->bits + 4, 0, 12);
-        out->family = AF_INET;
-        out->prefix -= 96;
-        width = 32;
-    }
-    for (int bit = out->prefix; bit < width; bit++) /* 10.1.2.3/8 means 10.0.0.0/8 */
-        out->bits[bit / 8] &= (uint8_t) ~(0x80 >> (bit % 8));
-    return true;
-}
-
-static bool parse_trusted_proxies(const char *list, http_server *s, char *err, size_t errlen)
-{
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        while (len && (*p == ' ')) {
-            p++;
-            len--;
-        }
-        while (len && p[len - 1] == ' ')
-            len--;
-        if (s->trusted_proxy_count == HTTP_MAX_TRUSTED_PROXIES ||
-            !parse_trusted_range(p, len, &s->trusted_proxies[s->trusted_proxy_count])) {
-            snprintf(err, errlen,
-                     "--trust-proxy: expected up to %d numeric IP addresses or CIDR ranges "
-                     "(10.0.0.0/8, fd00::/8) separated by commas, got '%s'",
-                     HTTP_MAX_TRUSTED_PROXIES, list);
-            return false;
-        }
-        s->trusted_proxy_count++;
-        p += strcspn(p, ",");
-        p += *p == ',';
-    }
-    return true;
-}
-
 bool http_trusted_proxies_valid(const char *list, char *err, size_t errlen)
 {
-    http_server scratch = {0};
-    return parse_trusted_proxies(list, &scratch, err, errlen);
+    trusted_range scratch[HTTP_MAX_TRUSTED_PROXIES];
+    size_t count = 0;
+    return trusted_ranges_parse(list, scratch, HTTP_MAX_TRUSTED_PROXIES, &count, err, errlen);
 }
 
 /* ---- deadlines ---- */
@@ -563,7 +420,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 {
     http_server *s = cls;
     char peer[INET6_ADDRSTRLEN];
-    if (!numeric_address(addr, peer, sizeof peer) || is_trusted_proxy(s, peer))
+    if (!address_text(addr, peer, sizeof peer) || is_trusted_proxy(s, peer))
         return MHD_YES;
     return conn_guard_admit(s->guard, peer) ? MHD_YES : MHD_NO;
 }
@@ -740,8 +597,9 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
     if (listener < 0)
         return NULL;
     http_server *s = calloc(1, sizeof *s);
-    if (!parse_trusted_proxies(limits->trusted_proxies ? limits->trusted_proxies : "", s, err,
-                               errlen)) {
+    if (!trusted_ranges_parse(limits->trusted_proxies ? limits->trusted_proxies : "",
+                              s->trusted_proxies, HTTP_MAX_TRUSTED_PROXIES, &s->trusted_proxy_count,
+                              err, errlen)) {
         close(listener);
         free(s);
         return NULL;
