@@ -202,6 +202,73 @@ static void refuse_start(const char *error)
     log_error("error", "payd cannot start", error);
 }
 
+/* The node's store. On PostgreSQL the node starts even while the database is down (it answers
+ * 503 and /readyz says so); the schema and the cursor secret are set up when it first answers. */
+static store *open_node_store(app *a, char *err, size_t errlen)
+{
+    static char application_name[64]; /* names the node in pg_stat_activity; the pool keeps it */
+    if (a->cfg.node_id >= 0)
+        snprintf(application_name, sizeof application_name, "payd node %lld",
+                 (long long)a->cfg.node_id);
+    else
+        snprintf(application_name, sizeof application_name, "payd pid %d", (int)getpid());
+    store_options opt = {.url = a->cfg.db,
+                         .max_batch = a->cfg.group_commit ? (int)a->cfg.max_batch : 1,
+                         .max_connections = (int)a->cfg.db_max_connections,
+                         .pool_timeout_ms = a->cfg.db_pool_timeout_ms,
+                         .statement_timeout_ms = a->cfg.db_statement_timeout_ms,
+                         .lock_timeout_ms = a->cfg.db_lock_timeout_ms,
+                         .idle_timeout_ms = a->cfg.db_idle_timeout_ms,
+                         .no_prepare = !a->cfg.db_prepare,
+                         .sqlite_cache_mb = (int)a->cfg.sqlite_cache_mb,
+                         .sqlite_mmap_mb = (int)a->cfg.sqlite_mmap_mb,
+                         .application_name = application_name,
+                         .wait_for_database = true,
+                         .on_first_connect = load_server_secret,
+                         .on_first_connect_arg = a->cursor_key};
+    return store_open(&opt, err, errlen);
+}
+
+/* What a started node says of itself: the real address (port 0 replaced by the one picked). */
+static void log_serving(const app *a, node_lease *lease)
+{
+    jsonw line;
+    log_begin(&line, "info", "payd serving");
+    jw_key(&line, "listen");
+    jw_string(&line, a->cfg.listen);
+    jw_key(&line, "db");
+    jw_string(&line, store_kind(a->store) == DB_SQLITE ? a->cfg.db : "postgres");
+    jw_key(&line, "tls");
+    jw_bool(&line, http_tls_enabled());
+    jw_key(&line, "group_commit");
+    jw_bool(&line, a->cfg.group_commit);
+    jw_key(&line, "node_id");
+    jw_int(&line, lease_node_id(lease));
+    log_end(&line);
+}
+
+/* The requests get --shutdown-timeout (pipeline_stop); the rest of the stop a moment more. */
+static void stop_serving(app *a, node_lease *lease)
+{
+    stop_deadline_arm(a->cfg.shutdown_timeout_ms + STOP_GRACE_MS);
+    pipeline_stop(a);
+    event_waiters_stop();
+    idem_recovery_stop();
+    store_pruner_stop();
+    webhook_worker_stop();
+    lease_release(lease);
+    store_release_reader(a->store); /* the main thread's, from the readiness checks */
+    store_close(a->store);
+    if (a->test_processor != a->processor)
+        processor_free(a->test_processor);
+    processor_free(a->processor);
+    auth_cache_free(a->auth);
+    metrics_free(a->metrics);
+    gcra_table_free(a->limiter);
+    rate_store_free(a->rate_store);
+    http_tls_free();
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static app a; /* static: signal-safe lifetime, zeroed */
@@ -223,29 +290,7 @@ static int cmd_serve(int argc, char **argv)
         refuse_start(err);
         return 1;
     }
-    char application_name[64]; /* names the node in pg_stat_activity */
-    if (a.cfg.node_id >= 0)
-        snprintf(application_name, sizeof application_name, "payd node %lld",
-                 (long long)a.cfg.node_id);
-    else
-        snprintf(application_name, sizeof application_name, "payd pid %d", (int)getpid());
-    /* On PostgreSQL the node starts even while the database is down (it answers 503 and
-     * /readyz says so); the schema and the cursor secret are set up when it first answers. */
-    store_options opt = {.url = a.cfg.db,
-                         .max_batch = a.cfg.group_commit ? (int)a.cfg.max_batch : 1,
-                         .max_connections = (int)a.cfg.db_max_connections,
-                         .pool_timeout_ms = a.cfg.db_pool_timeout_ms,
-                         .statement_timeout_ms = a.cfg.db_statement_timeout_ms,
-                         .lock_timeout_ms = a.cfg.db_lock_timeout_ms,
-                         .idle_timeout_ms = a.cfg.db_idle_timeout_ms,
-                         .no_prepare = !a.cfg.db_prepare,
-                         .sqlite_cache_mb = (int)a.cfg.sqlite_cache_mb,
-                         .sqlite_mmap_mb = (int)a.cfg.sqlite_mmap_mb,
-                         .application_name = application_name,
-                         .wait_for_database = true,
-                         .on_first_connect = load_server_secret,
-                         .on_first_connect_arg = a.cursor_key};
-    a.store = store_open(&opt, err, sizeof err);
+    a.store = open_node_store(&a, err, sizeof err);
     if (!a.store) {
         refuse_start(err);
         return 1;
@@ -327,43 +372,15 @@ static int cmd_serve(int argc, char **argv)
         refuse_start("cannot start the webhook delivery worker");
         return 1;
     }
-    jsonw line;
-    log_begin(&line, "info", "payd serving");
-    jw_key(&line, "listen"); /* the real address: port 0 has been replaced by the one picked */
-    jw_string(&line, a.cfg.listen);
-    jw_key(&line, "db");
-    jw_string(&line, store_kind(a.store) == DB_SQLITE ? a.cfg.db : "postgres");
-    jw_key(&line, "tls");
-    jw_bool(&line, http_tls_enabled());
-    jw_key(&line, "group_commit");
-    jw_bool(&line, a.cfg.group_commit);
-    jw_key(&line, "node_id");
-    jw_int(&line, lease_node_id(lease));
-    log_end(&line);
+    log_serving(&a, lease);
 
     int sig = serve_until_stopped(&a, &stop_signals);
+    jsonw line;
     log_begin(&line, "info", "shutting down");
     jw_key(&line, "signal");
     jw_int(&line, sig);
     log_end(&line);
-    /* the requests get --shutdown-timeout (pipeline_stop); the rest of the stop a moment more */
-    stop_deadline_arm(a.cfg.shutdown_timeout_ms + STOP_GRACE_MS);
-    pipeline_stop(&a);
-    event_waiters_stop();
-    idem_recovery_stop();
-    store_pruner_stop();
-    webhook_worker_stop();
-    lease_release(lease);
-    store_release_reader(a.store); /* the main thread's, from the readiness checks */
-    store_close(a.store);
-    if (a.test_processor != a.processor)
-        processor_free(a.test_processor);
-    processor_free(a.processor);
-    auth_cache_free(a.auth);
-    metrics_free(a.metrics);
-    gcra_table_free(a.limiter);
-    rate_store_free(a.rate_store);
-    http_tls_free();
+    stop_serving(&a, lease);
     log_msg("info", "stopped");
     return 0;
 }
