@@ -1,21 +1,21 @@
-/* The webhook delivery worker; see delivery.h for the guarantees. */
+/* The webhook delivery worker: claims due deliveries, holds them to their endpoints' caps and
+ * makes the attempts; the recorder writes them (delivery_recorder.c). See delivery.h for the
+ * guarantees. */
 #include "webhook/delivery.h"
 
 #include <curl/curl.h>
-#include <math.h>
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/livemode.h"
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "store/store.h"
 #include "webhook/attempt_guard.h"
+#include "webhook/delivery_internal.h"
 #include "webhook/outbox.h"
 #include "webhook/recovery.h"
 #include "webhook/secret.h"
@@ -26,76 +26,9 @@
 #define IDLE_POLL_MS       100  /* other nodes' events, and retries falling due */
 #define BUSY_RETRY_MS      1000 /* a delivery put back because its endpoint is at its cap */
 #define WAKE_CLAIM_MS      10   /* the shortest gap between two claims woken by new events */
-#define GIVE_UP_MS         (3LL * 24 * 3600 * 1000)
-#define MAX_HANDED_BACK    32 /* endpoints remembered as full at the last claim */
-
-/* §15: about 1 min, 5 min, 30 min, 2 h, 5 h, 10 h, then every 12 h */
-static const int64_t retry_schedule_ms[] = {60000,    300000,   1800000, 7200000,
-                                            18000000, 36000000, 43200000};
-
-int64_t webhook_retry_delay_ms(int attempt)
-{
-    int n = (int)(sizeof retry_schedule_ms / sizeof retry_schedule_ms[0]);
-    return retry_schedule_ms[attempt < 1 ? 0 : attempt > n ? n - 1 : attempt - 1];
-}
-
-/* ---- metrics ---- */
-
-#define MAX_BUCKETS 16
-
-typedef struct histogram {
-    const char *name, *help;
-    const double *bounds; /* seconds, ascending, ending with 0 */
-    atomic_llong buckets[MAX_BUCKETS + 1];
-    atomic_llong sum_us, count;
-} histogram;
-
-static const double attempt_bounds_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                          0.5,   1,    2.5,   5,    10,  0};
-static const double lag_bounds_s[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600, 86400, 0};
-
-static struct {
-    atomic_llong events_written;
-    atomic_llong delivered, retried, failed; /* attempts by outcome */
-    histogram attempt, lag;
-} stats = {
-    .attempt = {.name = "payd_webhook_attempt_duration_seconds",
-                .help = "Webhook request latency, per attempt.",
-                .bounds = attempt_bounds_s},
-    .lag = {.name = "payd_webhook_delivery_lag_seconds",
-            .help = "From an event's commit to its delivery (2xx), retries included.",
-            .bounds = lag_bounds_s},
-};
-
-static void observe(histogram *h, int64_t us)
-{
-    size_t b = 0;
-    while (h->bounds[b] > 0 && (double)us / 1e6 > h->bounds[b])
-        b++;
-    atomic_fetch_add(&h->buckets[b], 1);
-    atomic_fetch_add(&h->sum_us, us);
-    atomic_fetch_add(&h->count, 1);
-}
+#define MAX_HANDED_BACK    32   /* endpoints remembered as full at the last claim */
 
 /* ---- the worker ---- */
-
-typedef struct attempt {
-    struct attempt *prev, *next; /* the worker's list of attempts in flight */
-    uint64_t endpoint_id, event_id, lease_id;
-    int attempt; /* 1 for the first */
-    int64_t event_created_us, started_ns;
-    char *body;
-    struct curl_slist *headers;
-    CURL *easy;
-    /* the result */
-    long status;
-    webhook_guard guard; /* its limits on the wire (attempt_guard.h) */
-    const char *error;   /* a word of attempt_guard.h's vocabulary, or NULL */
-    int64_t latency_ms;
-    bool delivered;
-    const char *outcome; /* delivered, retrying or failed (gave up), set when recorded */
-    uint64_t record_id;  /* the attempt row's id */
-} attempt;
 
 /* What this node has for one endpoint: in flight (at most its cap) and claimed but waiting (at
  * most three caps; more is handed back at once), so a stuck endpoint holds a bounded share of
@@ -127,7 +60,7 @@ static struct {
 
 void webhook_events_recorded(int events, int64_t deliveries)
 {
-    atomic_fetch_add(&stats.events_written, events);
+    delivery_count_events(events);
     if (deliveries > 0 && !atomic_exchange(&W.wake, true) && W.multi)
         curl_multi_wakeup(W.multi); /* once per claim, however many jobs wrote events */
 }
@@ -153,13 +86,6 @@ static void prune_loads(void)
             W.loads[i] = W.loads[--W.load_count];
         else
             i++;
-}
-
-static double unit_random(void)
-{
-    uint32_t r;
-    RAND_bytes((uint8_t *)&r, sizeof r);
-    return (double)r / 4294967296.0;
 }
 
 /* ---- claim: one write job ---- */
@@ -271,60 +197,6 @@ static write_result claim_due(db_conn *db, void *arg)
     return WRITE_OK;
 }
 
-/* ---- record: one write job for every attempt that finished ---- */
-
-typedef struct finished {
-    attempt **list;
-    int count;
-} finished;
-
-static write_result record_attempts(db_conn *db, void *arg)
-{
-    finished *f = arg;
-    int64_t now = now_us();
-    webhook_streaks streaks = {.app = W.a, .now = now}; /* endpoints' failures: recovery.h */
-    for (int i = 0; i < f->count; i++) {
-        attempt *t = f->list[i];
-        const char *outcome = "delivered";
-        int64_t next = 0;
-        if (!t->delivered) {
-            int64_t delay_ms = (int64_t)((double)webhook_retry_delay_ms(t->attempt) * W.scale *
-                                         (0.7 + 0.6 * unit_random()));
-            next = now + delay_ms * 1000;
-            bool expired = next > t->event_created_us + (int64_t)(GIVE_UP_MS * W.scale) * 1000;
-            outcome = expired ? "failed" : "retrying";
-            if (expired)
-                next = 0;
-        }
-        t->outcome = outcome;
-        db_status rc = db_exec(
-            db,
-            "INSERT INTO webhook_attempts (id, endpoint_id, event_id, attempt, response_status, "
-            "latency_ms, error, next_attempt_at, outcome, created_at) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            "iiiiziszsi", (int64_t)t->record_id, (int64_t)t->endpoint_id, (int64_t)t->event_id,
-            (int64_t)t->attempt, (int64_t)t->status, t->latency_ms, t->error, next, outcome,
-            id_decode(t->record_id).unix_ms * 1000);
-        if (rc != DB_DONE)
-            return write_result_of_db(rc);
-        /* only the holder of the lease moves the delivery on */
-        rc = db_exec(db,
-                     "UPDATE webhook_deliveries SET status = $4, attempts = $5, "
-                     "next_attempt_at = $6, lease_until = 0 "
-                     "WHERE endpoint_id = $1 AND event_id = $2 AND lease_id = $3",
-                     "iiisii", (int64_t)t->endpoint_id, (int64_t)t->event_id, (int64_t)t->lease_id,
-                     t->delivered ? "delivered"
-                     : next       ? "pending"
-                                  : "failed",
-                     (int64_t)t->attempt, next ? next : now);
-        if (rc == DB_DONE)
-            rc = webhook_streak_add(db, &streaks, t->endpoint_id, t->delivered);
-        if (rc != DB_DONE)
-            return write_result_of_db(rc);
-    }
-    return write_result_of_db(webhook_streaks_write(db, &streaks));
-}
-
 typedef struct release_job {
     uint64_t endpoint_id[CLAIM_BATCH], event_id[CLAIM_BATCH], lease_id[CLAIM_BATCH];
     int count;
@@ -416,64 +288,6 @@ static void end_transfer(attempt *t)
     t->body = NULL;
 }
 
-/* ---- the recorder: attempts are written by their own thread, so the worker never waits for a
- * commit and an endpoint's slot frees the moment its answer arrives. An attempt keeps its lease
- * until it is recorded, so no node can start the next one before. ---- */
-
-static struct {
-    pthread_t thread;
-    bool running, stop;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    attempt *queue; /* finished attempts to record, newest first */
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-static void record_batch(attempt **list, int count)
-{
-    finished f = {.list = list, .count = count};
-    /* an attempt the store could not record stays leased and is made again when it runs out */
-    bool recorded = store_write(W.a->store, record_attempts, &f) == WRITE_OK;
-    for (int i = 0; i < count; i++) {
-        attempt *t = list[i];
-        if (recorded)
-            atomic_fetch_add(t->delivered                      ? &stats.delivered
-                             : !strcmp(t->outcome, "retrying") ? &stats.retried
-                                                               : &stats.failed,
-                             1);
-        free(t);
-    }
-}
-
-static void *recorder_main(void *arg)
-{
-    (void)arg;
-    enum { BATCH = 1024 };
-    attempt **list = malloc(BATCH * sizeof *list);
-    pthread_mutex_lock(&R.lock);
-    for (;;) {
-        while (!R.queue && !R.stop)
-            pthread_cond_wait(&R.wake, &R.lock);
-        if (!R.queue && R.stop)
-            break;
-        attempt *taken = R.queue;
-        R.queue = NULL;
-        pthread_mutex_unlock(&R.lock);
-        int count = 0;
-        for (attempt *t = taken, *next; t; t = next) {
-            next = t->next;
-            list[count++] = t;
-            if (count == BATCH || !next) {
-                record_batch(list, count);
-                count = 0;
-            }
-        }
-        pthread_mutex_lock(&R.lock);
-    }
-    pthread_mutex_unlock(&R.lock);
-    free(list);
-    return NULL;
-}
-
 /* Takes every finished transfer off the multi handle and queues it for the recorder. */
 static void collect_finished(void)
 {
@@ -500,9 +314,9 @@ static void collect_finished(void)
         t->delivered = webhook_attempt_delivered(&t->guard, msg->data.result, t->status);
         t->error = webhook_attempt_error(&t->guard, msg->data.result, t->status);
         webhook_attempt_log(&t->guard, t->endpoint_id, t->event_id, t->error);
-        observe(&stats.attempt, t->latency_ms * 1000);
+        delivery_observe_attempt(t->latency_ms * 1000);
         if (t->delivered)
-            observe(&stats.lag, now_us() - t->event_created_us);
+            delivery_observe_lag(now_us() - t->event_created_us);
         t->record_id = record_id;
         end_transfer(t);
         load_of(t->endpoint_id)->in_flight--;
@@ -512,13 +326,8 @@ static void collect_finished(void)
         if (!last)
             last = t;
     }
-    if (!done)
-        return;
-    pthread_mutex_lock(&R.lock);
-    last->next = R.queue;
-    R.queue = done;
-    pthread_cond_signal(&R.wake);
-    pthread_mutex_unlock(&R.lock);
+    if (done)
+        delivery_recorder_queue(done, last);
 }
 
 /* Starts what the endpoints' caps allow, oldest claim first; hands back what waited too long
@@ -672,9 +481,7 @@ int webhook_worker_start(app *a)
     if (store_kind(a->store) == DB_SQLITE)
         store_write(a->store, webhook_release_own_leases, NULL);
     atomic_store(&W.stop, false);
-    R.stop = false;
-    R.running = pthread_create(&R.thread, NULL, recorder_main, NULL) == 0;
-    if (!R.running)
+    if (delivery_recorder_start(a, W.scale) != 0)
         return -1;
     W.running = pthread_create(&W.thread, NULL, worker_main, NULL) == 0;
     return W.running ? 0 : -1;
@@ -694,13 +501,7 @@ void webhook_worker_stop(void)
         end_transfer(t);
         free(t);
     }
-    pthread_mutex_lock(&R.lock); /* the recorder writes what finished, then ends */
-    R.stop = true;
-    pthread_cond_signal(&R.wake);
-    pthread_mutex_unlock(&R.lock);
-    if (R.running)
-        pthread_join(R.thread, NULL);
-    R.running = false;
+    delivery_recorder_stop();              /* the recorder writes what finished, then ends */
     for (int i = 0; i < W.held_count; i++) /* their leases run out; the attempts are made again */
         free_claim_strings(&W.held[i].c);
     free(W.held);
@@ -711,54 +512,4 @@ void webhook_worker_stop(void)
     free(W.loads);
     W.loads = NULL;
     W.load_count = W.load_cap = W.in_flight = 0;
-}
-
-/* ---- metrics text ---- */
-
-char *webhook_metrics_render(app *a)
-{
-    size_t cap = 16384, len = 0; /* the whole text is about 4 KiB */
-    char *out = malloc(cap);
-#define PUT(...) len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__)
-    PUT("# HELP payd_events_written_total Events recorded with their change.\n"
-        "# TYPE payd_events_written_total counter\npayd_events_written_total %lld\n",
-        (long long)atomic_load(&stats.events_written));
-    PUT("# HELP payd_webhook_attempts_total Webhook delivery attempts by outcome.\n"
-        "# TYPE payd_webhook_attempts_total counter\n"
-        "payd_webhook_attempts_total{outcome=\"delivered\"} %lld\n"
-        "payd_webhook_attempts_total{outcome=\"retrying\"} %lld\n"
-        "payd_webhook_attempts_total{outcome=\"failed\"} %lld\n",
-        (long long)atomic_load(&stats.delivered), (long long)atomic_load(&stats.retried),
-        (long long)atomic_load(&stats.failed));
-    for (histogram *h = &stats.attempt; h <= &stats.lag; h++) {
-        PUT("# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
-        long long cumulative = 0;
-        size_t b = 0;
-        for (; h->bounds[b] > 0; b++) {
-            cumulative += atomic_load(&h->buckets[b]);
-            PUT("%s_bucket{le=\"%g\"} %lld\n", h->name, h->bounds[b], cumulative);
-        }
-        cumulative += atomic_load(&h->buckets[b]);
-        PUT("%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n", h->name, cumulative,
-            h->name, (double)atomic_load(&h->sum_us) / 1e6, h->name,
-            (long long)atomic_load(&h->count));
-    }
-    double oldest = 0;
-    db_conn *db = store_reader(a->store);
-    db_stmt *st = db ? db_query(db,
-                                "SELECT MIN(created_at) FROM webhook_deliveries "
-                                "WHERE status = 'pending'",
-                                "")
-                     : NULL;
-    if (st && db_step(st) == DB_ROW && !db_is_null(st, 0))
-        oldest = (double)(now_us() - db_int(st, 0)) / 1e6;
-    if (st)
-        db_done(st);
-    PUT("# HELP payd_webhook_oldest_undelivered_seconds Age of the oldest event not yet "
-        "delivered to an endpoint.\n"
-        "# TYPE payd_webhook_oldest_undelivered_seconds gauge\n"
-        "payd_webhook_oldest_undelivered_seconds %.3f\n",
-        oldest);
-#undef PUT
-    return out;
 }
