@@ -36,6 +36,10 @@ static const char *const payment_columns[] = {
     "description",
     "refunded_amount",
     "processor_charge_id",
+    "capture_method", /* §17: a hold's course */
+    "amount_captured",
+    "amount_released",
+    "canceled_at",
     "metadata",
 };
 #define COLUMN_COUNT (sizeof payment_columns / sizeof payment_columns[0])

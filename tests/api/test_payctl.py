@@ -38,7 +38,8 @@ COMMANDS = [
 ]
 
 CSV_COLUMNS = ["id", "created_at", "account_id", "amount", "currency", "status", "source",
-               "order_id", "description", "refunded_amount", "processor_charge_id", "metadata"]
+               "order_id", "description", "refunded_amount", "processor_charge_id",
+               "capture_method", "amount_captured", "amount_released", "canceled_at", "metadata"]
 
 
 def payctl_env(user=None, url=None):
@@ -282,6 +283,32 @@ def test_csv_export_has_a_header_and_escapes(alice, account, tmp_path):
         assert json.loads(record["metadata"]) == payment["metadata"]
         assert record["order_id"] == ""  # null is an empty field
     assert sorted(r[CSV_COLUMNS.index("description")] for r in rows[1:]) == sorted(tricky)
+
+
+def test_csv_export_shows_a_holds_course(alice, tmp_path):
+    """A manual payment captured in part, then canceled: its row says how it was captured, what
+    was captured and released, and when it was canceled (docs/api.md §17)."""
+    account = alice.create_account()
+    held = alice.pay(account, amount=900, capture_method="manual").json
+    assert alice.post(f"/v1/payments/{held['id']}/capture", {"amount_to_capture": 300, "final_capture": False},
+                      idem=os.urandom(8).hex()).status == 200
+    canceled = alice.post(f"/v1/payments/{held['id']}/cancel", {}, idem=os.urandom(8).hex())
+    assert canceled.status == 200, canceled
+    alice.pay(account, amount=50)
+    target = tmp_path / "holds.csv"
+    out = payctl(alice, "payments", "export", "--account", account["id"], "--format", "csv",
+                 "--output", str(target))
+    assert out.returncode == 0, out.stderr
+    rows = [dict(zip(CSV_COLUMNS, r))
+            for r in list(csv.reader(io.StringIO(target.read_bytes().decode(), newline="")))[1:]]
+    by_id = {r["id"]: r for r in rows}
+    row = by_id[held["id"]]
+    assert (row["capture_method"], row["amount_captured"], row["amount_released"]) == (
+        "manual", "300", "600")
+    assert row["canceled_at"] == canceled.json["canceled_at"] and row["canceled_at"]
+    auto = next(r for r in rows if r["id"] != held["id"])
+    assert (auto["capture_method"], auto["amount_captured"], auto["canceled_at"]) == (
+        "automatic", "50", "")
 
 
 def test_export_draws_progress_only_on_a_terminal(alice, account, tmp_path):

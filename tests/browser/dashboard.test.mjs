@@ -722,13 +722,15 @@ describe('webhook endpoints, events and search', () => {
     await page.locator('#export-status[data-state=done]').waitFor();
     const [header, ...rows] = parseCsv(text);
     assert.deepEqual(header, ['id', 'created_at', 'status', 'currency', 'amount', 'refunded_amount', 'source',
-      'description', 'order_id', 'processor_charge_id', 'metadata']);
+      'description', 'order_id', 'processor_charge_id', 'capture_method', 'amount_captured', 'amount_released',
+      'canceled_at', 'metadata']);
     const want = await user.payments(exported, { status: 'succeeded' });
     assert.equal(want.length, 131 - 13);
     assert.equal(rows.length, want.length);
     const guarded = (s) => (/^[=+\-@]/.test(s) ? `'${s}` : s);
     assert.deepEqual(rows, want.map((p) => [p.id, p.created_at, p.status, p.currency, String(p.amount),
-      String(p.refunded_amount), p.source, guarded(p.description ?? ''), p.order_id ?? '', p.processor_charge_id ?? '', '']));
+      String(p.refunded_amount), p.source, guarded(p.description ?? ''), p.order_id ?? '', p.processor_charge_id ?? '',
+      p.capture_method, String(p.amount_captured), String(p.amount_released), p.canceled_at ?? '', '']));
     // the quoting as bytes: quotes doubled inside a quoted field, the guard inside the quotes
     assert.ok(text.includes('"\'=HYPERLINK(""http://127.0.0.1/x"",""click"")"'));
     assert.ok(text.includes('"a, b and ""c""\nnext line"'));

@@ -6,7 +6,8 @@ import { api } from './api.js';
 const PAGE_SIZE = 100;
 
 export const PAYMENT_COLUMNS = ['id', 'created_at', 'status', 'currency', 'amount', 'refunded_amount',
-  'source', 'description', 'order_id', 'processor_charge_id', 'metadata'];
+  'source', 'description', 'order_id', 'processor_charge_id', 'capture_method', 'amount_captured',
+  'amount_released', 'canceled_at', 'metadata'];
 
 // A spreadsheet runs a cell that starts with = + - @ (or a tab or carriage return, which some
 // strip first) as a formula, and a description is text anyone paying can choose:

@@ -58,11 +58,12 @@ static void test_a_payment_is_one_csv_row_quoted_where_needed(void **state)
     int status;
     char *row = csv_row("{\"id\":\"pay_1\",\"amount\":1250,\"currency\":\"EUR\","
                         "\"description\":\"tea, \\\"green\\\"\\nand cake\","
-                        "\"metadata\":{\"k\":\"v\"},\"order_id\":null}",
+                        "\"metadata\":{\"k\":\"v\"},\"order_id\":null,"
+                        "\"capture_method\":\"manual\",\"amount_captured\":300}",
                         &status);
     assert_int_equal(status, 0);
     assert_string_equal(row, "pay_1,,,1250,EUR,,,,\"tea, \"\"green\"\"\nand cake\",,,"
-                             "\"{\"\"k\"\":\"\"v\"\"}\"\r\n");
+                             "manual,300,,,\"{\"\"k\"\":\"\"v\"\"}\"\r\n");
     free(row);
     row = csv_row("[1, 2]", &status);
     assert_int_equal(status, -1); /* not a payment */
