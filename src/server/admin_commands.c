@@ -255,13 +255,11 @@ static int cmd_key_list(int argc, char **argv)
     store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
-    db_conn *db = store_reader(s);
+    db_conn *db = cli_reader(s);
     int rc = 1;
-    if (!db) {
-        fprintf(stderr, "payd: the database is unavailable\n");
-    } else if (!user_exists(db, user)) {
+    if (db && !user_exists(db, user)) {
         fprintf(stderr, "payd: no such user\n");
-    } else {
+    } else if (db) {
         db_stmt *st = db_query(db,
                                "SELECT " API_KEY_COLUMNS " FROM api_keys "
                                "WHERE COALESCE(owner_id, user_id) = $1 ORDER BY created_at, id",

@@ -34,6 +34,14 @@ store *cli_open_store(int argc, char **argv)
     return s;
 }
 
+db_conn *cli_reader(store *s)
+{
+    db_conn *db = store_reader(s);
+    if (!db)
+        fprintf(stderr, "payd: the database is unavailable\n");
+    return db;
+}
+
 /* A row as the API shows it (its resource's writer), as text to free. */
 char *cli_row_text(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st)
 {

@@ -15,6 +15,8 @@ const char *cli_flag(int argc, char **argv, const char *name);
 const char *cli_db_url(int argc, char **argv);
 /* The store of --db; NULL when it cannot be opened (said why on stderr). */
 store *cli_open_store(int argc, char **argv);
+/* A reader of s; NULL when the database does not answer (said on stderr). */
+db_conn *cli_reader(store *s);
 /* A row as the API shows it (its resource's writer), as text to free. */
 char *cli_row_text(void (*write_row)(db_stmt *st, jsonw *w), db_stmt *st);
 /* The same, printed on a line of its own. */

@@ -36,13 +36,10 @@ int dev_seed_main(int argc, char **argv)
         fprintf(stderr, "usage: payd dev seed --account acct_... --count N [--db URL]\n");
         return 2;
     }
-    char err[512];
-    store_options opt = {.url = url, .max_batch = 1, .writer_conns = 1};
-    store *s = store_open(&opt, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "payd: %s\n", err);
+    store *s = cli_open_store(argc, argv); /* for the migration */
+    if (!s)
         return 1;
-    }
+    char err[512];
     db_conn *db = db_open(url, false, err, sizeof err);
     store_close(s); /* only for the migration; the seed writes on its own connection */
     if (!db) {

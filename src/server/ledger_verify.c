@@ -399,13 +399,9 @@ int ledger_verify_main(int argc, char **argv)
         fprintf(stderr, "usage: payd ledger verify --db URL [--processor builtin|none|URL]\n");
         return 2;
     }
-    char err[512];
-    store_options opt = {.url = url, .max_batch = 1, .writer_conns = 1};
-    store *s = store_open(&opt, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "payd: %s\n", err);
+    store *s = cli_open_store(argc, argv); /* --db, else PAYD_DB: the url above */
+    if (!s)
         return 2;
-    }
     db_conn *db = store_reader(s);
     jsonw w;
     jw_init(&w);

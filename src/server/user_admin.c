@@ -87,11 +87,9 @@ static int user_list(int argc, char **argv)
     store *s = cli_open_store(argc, argv);
     if (!s)
         return 1;
-    db_conn *db = store_reader(s);
+    db_conn *db = cli_reader(s);
     int rc = 1;
-    if (!db) {
-        fprintf(stderr, "payd: the database is unavailable\n");
-    } else {
+    if (db) {
         db_stmt *st = db_query(db,
                                "SELECT " USER_COLUMNS " FROM users u WHERE u.mode = 'live' "
                                "ORDER BY u.created_at, u.id",
