@@ -18,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_payd import free_port, wait_ready  # noqa: E402
+from local_payd import bench_user_and_account, free_port, wait_ready  # noqa: E402
 
 WRK_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
 
@@ -34,10 +34,7 @@ def wrk(port, script, env, seconds=4):
 def one_run(binary, label):
     work = tempfile.mkdtemp(prefix="payd-ab-")
     db = os.path.join(work, "db.sqlite")
-    user = json.loads(subprocess.check_output(
-        [binary, "user", "create", "bench", "--rate-limit", "100000000/s", "--db", db]))
-    account = json.loads(subprocess.check_output(
-        [binary, "account", "create", "--user", user["user_id"], "--currency", "USD", "--db", db]))
+    user, account = bench_user_and_account(binary, db)
     port = free_port()
     payd = subprocess.Popen(["taskset", "-c", "1", binary, "serve", "--listen",
                              f"127.0.0.1:{port}", "--db", db, "--access-log=true"],

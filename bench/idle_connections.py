@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_payd import free_port, raise_fd_limit, wait_ready  # noqa: E402
+from local_payd import bench_user_and_account, free_port, raise_fd_limit, wait_ready  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAYD = os.path.join(ROOT, "build", "payd")
@@ -110,10 +110,7 @@ def main():
     raise_fd_limit(args.conns + 1024, "idle_connections")
     work = tempfile.mkdtemp(prefix="payd-idle-")
     db = os.path.join(work, "payd.db")
-    user = json.loads(subprocess.check_output(
-        [PAYD, "user", "create", "idle-bench", "--rate-limit", "100000000/s", "--db", db]))
-    account = json.loads(subprocess.check_output(
-        [PAYD, "account", "create", "--user", user["user_id"], "--currency", "USD", "--db", db]))
+    user, account = bench_user_and_account(PAYD, db, "idle-bench")
     port = free_port()
     payd = subprocess.Popen(
         ["taskset", "-c", "1", PAYD, "serve", "--listen", f"127.0.0.1:{port}", "--db", db,

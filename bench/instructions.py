@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_payd import free_port, wait_ready  # noqa: E402
+from local_payd import bench_user_and_account, free_port, wait_ready  # noqa: E402
 
 
 def dumped_instructions(out, row):
@@ -41,10 +41,7 @@ def dumped_instructions(out, row):
 def measure(binary, rows, n):
     work = tempfile.mkdtemp(prefix="payd-instructions-")
     db = os.path.join(work, "db.sqlite")
-    user = json.loads(subprocess.check_output(
-        [binary, "user", "create", "bench", "--rate-limit", "100000000/s", "--db", db]))
-    account = json.loads(subprocess.check_output(
-        [binary, "account", "create", "--user", user["user_id"], "--currency", "USD", "--db", db]))
+    user, account = bench_user_and_account(binary, db)
     port = free_port()
     out = os.path.join(work, "callgrind.out")
     payd = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",

@@ -1,8 +1,11 @@
 """What the load scripts that start their own payd share (standard library only): a free port,
-enough file descriptors for their connections, and waiting for payd to answer."""
+enough file descriptors for their connections, a bench user with an account, and waiting for
+payd to answer."""
 import http.client
+import json
 import resource
 import socket
+import subprocess
 import sys
 import time
 
@@ -20,6 +23,16 @@ def raise_fd_limit(need, who):
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     if want < need:
         sys.exit(f"{who}: need {need} file descriptors, the hard limit is {hard}")
+
+
+def bench_user_and_account(payd, db, name="bench"):
+    """A user with an unbounded rate limit and a USD account in the database at db (migrated
+    here), as `payd user create` and `payd account create` print them."""
+    user = json.loads(subprocess.check_output(
+        [payd, "user", "create", name, "--rate-limit", "100000000/s", "--db", db]))
+    account = json.loads(subprocess.check_output(
+        [payd, "account", "create", "--user", user["user_id"], "--currency", "USD", "--db", db]))
+    return user, account
 
 
 def wait_ready(port, who, seconds=15):

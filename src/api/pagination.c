@@ -34,18 +34,6 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
-/* The first Snowflake id of a millisecond (core/ids.h): every id of an earlier one is smaller,
- * every id of it or of a later one is at least this. Clamped to the ids that can exist. */
-static int64_t first_id_of_ms(int64_t unix_ms)
-{
-    int64_t ms = unix_ms - PAYD_EPOCH_MS;
-    if (ms <= 0)
-        return 0;
-    if (ms >= (INT64_C(1) << 41))
-        return INT64_MAX;
-    return ms << 22;
-}
-
 static size_t add_id_bound(char *sql, size_t len, size_t cap, const list_query *q, const char *op,
                            int64_t bound, db_value *params, int *n)
 {
@@ -98,9 +86,9 @@ static void add_filters(request *req, char *sql, size_t cap, db_value *params, i
         if (f->created_gte.text)
             len +=
                 add_id_bound(sql, len, cap, q,
-                             ">=", first_id_of_ms(floor_div(f->created_gte.us, 1000)), params, n);
+                             ">=", id_first_of_ms(floor_div(f->created_gte.us, 1000)), params, n);
         if (f->created_lt.text)
-            add_id_bound(sql, len, cap, q, "<", first_id_of_ms(-floor_div(-f->created_lt.us, 1000)),
+            add_id_bound(sql, len, cap, q, "<", id_first_of_ms(-floor_div(-f->created_lt.us, 1000)),
                          params, n);
     }
 }
@@ -251,9 +239,9 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
             len +=
                 backwards
                     ? add_id_bound(sql, len, sizeof sql, q,
-                                   ">=", first_id_of_ms(floor_div(at.created_at, 1000)), params, &n)
+                                   ">=", id_first_of_ms(floor_div(at.created_at, 1000)), params, &n)
                     : add_id_bound(sql, len, sizeof sql, q, "<",
-                                   first_id_of_ms(floor_div(at.created_at, 1000) + 1), params, &n);
+                                   id_first_of_ms(floor_div(at.created_at, 1000) + 1), params, &n);
     }
     snprintf(sql + len, sizeof sql - len, " ORDER BY %s %s, %s %s LIMIT $%d", created,
              backwards ? "ASC" : "DESC", idcol, backwards ? "ASC" : "DESC", n + 1);

@@ -180,3 +180,13 @@ id_parts id_decode(uint64_t id)
     };
     return p;
 }
+
+int64_t id_first_of_ms(int64_t unix_ms)
+{
+    int64_t ms = unix_ms - PAYD_EPOCH_MS;
+    if (ms <= 0)
+        return 0;
+    if (ms > MAX_TIME)
+        return INT64_MAX;
+    return ms << (NODE_BITS + SEQ_BITS);
+}

@@ -67,5 +67,10 @@ typedef struct {
     int sequence;
 } id_parts;
 id_parts id_decode(uint64_t id);
+/* The first id of a millisecond (since the Unix epoch): every id of an earlier one is smaller,
+ * every id of it or of a later one is at least this. Clamped to the ids that can exist: 0
+ * before PAYD_EPOCH_MS, INT64_MAX past the last. An id range is a time range (partitions,
+ * retention). */
+int64_t id_first_of_ms(int64_t unix_ms);
 
 #endif

@@ -235,10 +235,10 @@ void jw_string(jsonw *w, const char *s)
     w->buf[w->len] = '\0';
 }
 
-void jw_int(jsonw *w, int64_t v)
+/* v in decimal, written at the end of digits: returns where it starts, its length in *n. */
+static const char *int_digits(int64_t v, char digits[24], size_t *n)
 {
-    separate(w);
-    char digits[24], *end = digits + sizeof digits, *p = end;
+    char *end = digits + 24, *p = end;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
     do {
         *--p = (char)('0' + u % 10);
@@ -246,7 +246,17 @@ void jw_int(jsonw *w, int64_t v)
     } while (u);
     if (v < 0)
         *--p = '-';
-    put(w, p, (size_t)(end - p));
+    *n = (size_t)(end - p);
+    return p;
+}
+
+void jw_int(jsonw *w, int64_t v)
+{
+    separate(w);
+    char digits[24];
+    size_t n;
+    const char *p = int_digits(v, digits, &n);
+    put(w, p, n);
 }
 
 void jw_bool(jsonw *w, bool v)
@@ -285,15 +295,9 @@ void jw_member_object(jsonw *w, const char *type)
 
 void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v)
 {
-    char digits[24], *end = digits + sizeof digits, *p = end;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--p = '-';
-    size_t n = (size_t)(end - p);
+    char digits[24];
+    size_t n;
+    const char *p = int_digits(v, digits, &n);
     member_key(w, key, key_len, n);
     memcpy(w->buf + w->len, p, n);
     w->len += n;

@@ -182,19 +182,12 @@ int store_keep_partitions(store *s)
     return (int)call.answer;
 }
 
-/* the first Snowflake id of a time (µs): every row made before it has a smaller id */
-static int64_t first_id_at(int64_t t_us)
-{
-    int64_t ms = t_us / 1000 - PAYD_EPOCH_MS;
-    return ms > 0 ? ms << 22 : 0;
-}
-
 int64_t store_drop_event_partitions(store *s, int64_t before)
 {
     if (store_kind(s) != DB_POSTGRES)
         return 0;
     partition_call call = {.sql = "SELECT payd_drop_event_partitions($1)",
-                           .arg = first_id_at(before)};
+                           .arg = id_first_of_ms(before / 1000)};
     if (store_run_upkeep(s, call_partition_function, &call) != WRITE_OK)
         return -1;
     if (call.answer > 0)
@@ -208,7 +201,7 @@ int64_t store_prune_events(store *s, int64_t before, bool whole_months, const at
      * what is left older than it lies in the month `before` falls in, deleted in chunks as on
      * SQLite unless whole months are all that is asked for */
     store_drop_event_partitions(s, before);
-    int64_t first_id = first_id_at(before);
+    int64_t first_id = id_first_of_ms(before / 1000);
     chunk_job j = {.sql = event_tables, .count = 3, .bound = {first_id, before, first_id}};
     bool rows_of_events = !(whole_months && store_kind(s) == DB_POSTGRES);
     int64_t n =

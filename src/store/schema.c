@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ids.h"
 #include "core/timefmt.h"
 #include "store/store.h"
 
@@ -315,6 +316,9 @@ typedef struct postgres_migration {
     int version;
     const char *sql;
 } postgres_migration;
+
+/* payd_month_first_id below writes the epoch as a literal: a migration's text never changes. */
+_Static_assert(PAYD_EPOCH_MS == 1767225600000LL, "migration 17 names the Snowflake epoch");
 
 /* 17's parts: each table's conversion, and the functions that keep the partitions. */
 #define PG_PARTITION_FUNCTIONS                                                                     \

@@ -24,6 +24,21 @@ static int64_t fake_now(void *ctx)
 
 static const int64_t T0 = PAYD_EPOCH_MS + 86400000LL; /* one day after the id epoch */
 
+/* A millisecond's first id bounds the ids of that millisecond and after from below, and the
+ * ids before it from above, whatever node and sequence made them. */
+static void test_first_id_of_a_millisecond(void **state)
+{
+    (void)state;
+    int64_t ms = PAYD_EPOCH_MS + 123456789;
+    int64_t first = id_first_of_ms(ms);
+    assert_int_equal(id_decode((uint64_t)first).unix_ms, ms);
+    assert_int_equal(id_decode((uint64_t)first).node_id, 0);
+    assert_int_equal(id_decode((uint64_t)first).sequence, 0);
+    assert_int_equal(id_decode((uint64_t)first - 1).unix_ms, ms - 1);
+    assert_int_equal(id_first_of_ms(PAYD_EPOCH_MS - 5), 0);
+    assert_int_equal(id_first_of_ms(PAYD_EPOCH_MS + (INT64_C(1) << 41)), INT64_MAX);
+}
+
 static void test_known_vectors(void **state)
 {
     char s[ID_STR_MAX];
@@ -404,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_mark_and_floor),
         cmocka_unit_test(test_borrowing_is_bounded),
         cmocka_unit_test(test_clock_outside_range),
+        cmocka_unit_test(test_first_id_of_a_millisecond),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
