@@ -51,11 +51,13 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
                            e->currency, created_at_of(e->id));
     /* the lines two to a statement (a statement takes at most 16 parameters): $1..$4 are the
      * entry's, then six per line */
+#define LINE_COLUMNS                                                                               \
+    "INSERT INTO journal_lines (entry_id, user_id, type, source_id, id, account_id, book, "        \
+    "currency, amount, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    static const char *const lines_sql[] = {
+        NULL, LINE_COLUMNS, LINE_COLUMNS ", ($1, $2, $3, $4, $11, $12, $13, $14, $15, $16)"};
+#undef LINE_COLUMNS
     for (int first = 0; rc == DB_DONE && first < e->count; first += 2) {
-        char sql[512];
-        int len = snprintf(sql, sizeof sql,
-                           "INSERT INTO journal_lines (entry_id, user_id, type, source_id, id, "
-                           "account_id, book, currency, amount, created_at) VALUES ");
         db_value params[4 + 6 * 2] = {
             {.type = 'i', .i = (int64_t)e->id},
             {.type = 'i', .i = (int64_t)e->user},
@@ -65,9 +67,6 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
         int n = 4;
         for (int i = first; i < e->count && i < first + 2; i++) {
             const ledger_line *l = &e->line[i];
-            len += snprintf(sql + len, sizeof sql - (size_t)len,
-                            "%s($1, $2, $3, $4, $%d, $%d, $%d, $%d, $%d, $%d)",
-                            i > first ? ", " : "", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6);
             params[n++] = (db_value){.type = 'i', .i = (int64_t)l->id};
             params[n++] = l->account ? (db_value){.type = 'i', .i = (int64_t)l->account}
                                      : (db_value){.type = 'n'};
@@ -76,7 +75,7 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
             params[n++] = (db_value){.type = 'i', .i = l->amount};
             params[n++] = (db_value){.type = 'i', .i = created_at_of(l->id)};
         }
-        db_stmt *st = db_query_values(db, db_intern_sql(sql), params, n);
+        db_stmt *st = db_query_values(db, lines_sql[(n - 4) / 6], params, n);
         rc = db_step(st);
         db_done(st);
     }

@@ -159,7 +159,9 @@ typedef struct payment {
     bool manual;          /* §17: the processor authorizes; captured later */
     int64_t capture_before;
     proc_result charge;
-    char void_key[80]; /* a charge no payment will carry: its void's processor key */
+    bool charge_in_write; /* the charge is made in the payment's own write job (below) */
+    bool charge_created;  /* ... and that job made it (false: an earlier holder of the key did) */
+    char void_key[80];    /* a charge no payment will carry: its void's processor key */
     proc_result voided;
 } payment;
 
@@ -445,6 +447,15 @@ static step_result recorded(request *req, void *arg)
 {
     payment *p = arg;
     write_result r = req->write_result;
+    if (p->charge_in_write) {
+        /* nothing kept means nothing charged: the charge was one of the job's writes, and a
+         * refusal took back a charge the job made (charge_and_record) */
+        if (r == WRITE_OK && req->error != ERR_BALANCE_LIMIT_EXCEEDED)
+            processor_count_charge_in_write(request_processor(req), p->charge, p->charge_created);
+        if (r != WRITE_OK)
+            reply_not_stored(req, r, "payment", "Idempotency-Key");
+        return STEP_DONE;
+    }
     bool over_limit = r == WRITE_REFUSED && req->error == ERR_BALANCE_LIMIT_EXCEEDED;
     if (r == WRITE_OK || (r == WRITE_REFUSED && !over_limit))
         return STEP_DONE;
@@ -477,12 +488,53 @@ static step_result recorded(request *req, void *arg)
     return STEP_DONE;
 }
 
+/* One commit for a local charge (docs/architecture.md): the key's claim (commit_response_then,
+ * claim_in_write), the builtin processor's charge and the payment, in one job. Nothing can be
+ * left in doubt between them, and the payment costs one job instead of three. A balance that
+ * cannot take the payment refuses it as record_payment does; the charge this job made is then
+ * taken back before anything saw it, and the refusal is stored with the key. */
+static write_result charge_and_record(db_conn *db, void *arg)
+{
+    payment *p = arg;
+    request *req = p->req;
+    processor *proc = request_processor(req);
+    write_result r =
+        processor_charge_in_write(proc, db, req->idem->processor_key, p->amount, p->currency,
+                                  p->source, &p->charge, &p->charge_created);
+    if (r != WRITE_OK)
+        return r;
+    r = record_payment(db, p);
+    if (r != WRITE_REFUSED || req->error != ERR_BALANCE_LIMIT_EXCEEDED)
+        return r;
+    if (p->charge_created)
+        return processor_withdraw_in_write(proc, db, req->idem->processor_key);
+    /* The charge is an earlier holder's (this claim took the key over): it must be voided at
+     * the processor, which a job cannot do. The key is left in doubt, so the recoverer settles
+     * it the long way (recorded: the void, then the refusal stored). */
+    reply_header(req, "Retry-After", "1");
+    reply_error(req, ERR_PROCESSOR_UNAVAILABLE,
+                "an earlier attempt's charge is being voided; retry with the same Idempotency-Key");
+    return WRITE_OK;
+}
+
+/* Whether this payment's charge can be made in its own write job: the builtin processor, a
+ * card that answers at once, an automatic capture, no order (whose checks come between the
+ * claim and the charge), and no fault a test placed on the steps this skips. */
+static bool charges_in_write(request *req, const payment *p)
+{
+    return req->idem && !p->manual && !p->has_order &&
+           processor_charges_in_write(request_processor(req), p->source) &&
+           !fault_point_set("before-charge") && !fault_point_set("after-charge") &&
+           !fault_point_set("crash-after-charge");
+}
+
 /* The payment, its account's credit, its events and the key's answer, in one commit. */
 static step_result record(request *req, payment *p)
 {
     if (!new_row_id_or_reply(req, &p->id, &p->created_at))
         return STEP_DONE;
-    return commit_response_then(req, record_payment, p, recorded, p);
+    return commit_response_then(req, p->charge_in_write ? charge_and_record : record_payment, p,
+                                recorded, p);
 }
 
 static step_result charged(request *req, void *arg)
@@ -528,13 +580,19 @@ static step_result charge(request *req, void *arg)
 void payments_prepare(request *req)
 {
     payment *p = arena_alloc(&req->arena, sizeof *p);
-    if (read_payment_or_reply(req, p))
-        req->prepared = p;
+    if (!read_payment_or_reply(req, p))
+        return;
+    p->charge_in_write = charges_in_write(req, p);
+    if (p->charge_in_write)
+        req->idem->claim_in_write = true; /* the one job claims the key */
+    req->prepared = p;
 }
 
 step_result payments_create(request *req, void *arg)
 {
     payment *p = arg;
+    if (p->charge_in_write)
+        return record(req, p);
     if (p->has_order) {
         STEP_MAY_BLOCK(req, payments_create, p); /* reads */
         db_conn *db = reader_or_reply(req);

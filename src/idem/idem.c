@@ -538,6 +538,7 @@ static write_result commit_with_response(db_conn *db, void *arg)
             return rc;
         if (!claimable(j->claim.verdict))
             return WRITE_REFUSED;
+        derive_processor_key(req); /* fn may call the processor under it */
     } else if (req->idem) {
         write_result rc = hold_fence(db, req);
         if (rc != WRITE_OK)
@@ -586,8 +587,6 @@ static bool settle_claim_in_write(request *req, commit_job *j, write_result r)
     bool answered = r == WRITE_REFUSED && !claimable(j->claim.verdict);
     if (answered)
         answer_verdict(req, j->claim.verdict, &row);
-    else if (r == WRITE_OK)
-        derive_processor_key(req);
     row_free(&row);
     if (r != WRITE_OK)
         idem_forget(req);

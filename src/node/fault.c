@@ -92,6 +92,15 @@ bool fault_point_blocks(const char *name)
     return fault_entry(spec) != NULL;
 }
 
+bool fault_point_set(const char *name)
+{
+    if (!faults_set())
+        return false;
+    char stop[96];
+    snprintf(stop, sizeof stop, "stop@%s", name);
+    return fault_entry(name) || fault_entry(stop) || fault_point_blocks(name);
+}
+
 static atomic_bool armed;
 
 void fault_arm(void)

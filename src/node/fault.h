@@ -23,6 +23,9 @@ void fault_point(const char *name);
 /* Whether fault_point(name) would make its thread sleep (sleep@NAME): a step that runs on a
  * store writer's thread goes to a worker first. */
 bool fault_point_blocks(const char *name);
+/* Whether PAYD_FAULT names the point at all (NAME, stop@NAME or sleep@NAME): a path that would
+ * skip the point is not taken while a test stands there. */
+bool fault_point_set(const char *name);
 /* Store hooks (store_set_faults): count write jobs and commits against PAYD_FAULT, from the
  * moment fault_arm() is called (serve calls it once started, so N counts the jobs requests
  * and background work make, not the start's own). */

@@ -121,6 +121,31 @@ void processor_charge_start(processor *p, const char *key, int64_t amount, const
                      charge_answered, c);
 }
 
+bool processor_charges_in_write(const processor *p, const char *source)
+{
+    return !p->remote && sim_charge_in_write_ok(source);
+}
+
+write_result processor_charge_in_write(processor *p, db_conn *db, const char *key, int64_t amount,
+                                       const char *currency, const char *source, proc_result *out,
+                                       bool *created)
+{
+    (void)p; /* the builtin processor's tables are in the job's own database */
+    return sim_charge_in_write(db, key, amount, currency, source, out, created);
+}
+
+write_result processor_withdraw_in_write(processor *p, db_conn *db, const char *key)
+{
+    (void)p;
+    return sim_withdraw_charge_in_write(db, key);
+}
+
+void processor_count_charge_in_write(processor *p, proc_result r, bool created)
+{
+    sim_count_charge(created);
+    count_charge(p, r);
+}
+
 proc_result processor_find_charge(processor *p, const char *key)
 {
     proc_result r =

@@ -50,6 +50,18 @@ typedef void (*processor_charge_done)(proc_result r, db_failure failure, void *a
 void processor_charge_start(processor *p, const char *processor_key, int64_t amount,
                             const char *currency, const char *source, processor_charge_done done,
                             void *arg);
+/* A charge made inside the caller's write job, committed with what the job records (one commit
+ * for the key's claim, the charge and the payment: docs/architecture.md, "One commit for a local
+ * charge"). Only the builtin processor's, for a source that answers at once and as asked
+ * (processor_charges_in_write). created: this call made it (false: one under the same processor
+ * key was made before). processor_withdraw_in_write takes back a charge the same open job made;
+ * processor_count_charge_in_write counts it once its job committed. */
+bool processor_charges_in_write(const processor *p, const char *source);
+write_result processor_charge_in_write(processor *p, db_conn *db, const char *processor_key,
+                                       int64_t amount, const char *currency, const char *source,
+                                       proc_result *out, bool *created);
+write_result processor_withdraw_in_write(processor *p, db_conn *db, const char *processor_key);
+void processor_count_charge_in_write(processor *p, proc_result r, bool created);
 proc_result processor_find_charge(processor *p, const char *processor_key);
 proc_result processor_refund(processor *p, const char *processor_key, const char *charge_id,
                              int64_t amount);

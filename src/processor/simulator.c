@@ -225,6 +225,35 @@ void sim_charge_start(store *s, int64_t timeout_ms, const char *key, int64_t amo
     store_submit_unsynced(s, record_charge, j, charge_written, j);
 }
 
+bool sim_charge_in_write_ok(const char *source)
+{
+    return strcmp(source, "tok_slow") && strcmp(source, "tok_lostResponse") &&
+           strcmp(source, "tok_processorDown");
+}
+
+write_result sim_charge_in_write(db_conn *db, const char *key, int64_t amount, const char *currency,
+                                 const char *source, proc_result *out, bool *created)
+{
+    charge_job j = new_charge(key, amount, currency, source, 0);
+    write_result rc = record_charge(db, &j);
+    *out = rc == WRITE_OK ? j.result : (proc_result){.status = PROC_UNAVAILABLE};
+    *created = j.created;
+    return rc;
+}
+
+write_result sim_withdraw_charge_in_write(db_conn *db, const char *key)
+{
+    return db_exec(db, "DELETE FROM processor_charges WHERE processor_key = $1", "s", key) ==
+                   DB_DONE
+               ? WRITE_OK
+               : SIM_WRITE_FAILED;
+}
+
+void sim_count_charge(bool created)
+{
+    atomic_fetch_add(created ? &charges_made : &deduplicated, 1);
+}
+
 proc_result sim_find_charge(store *s, const char *key)
 {
     proc_result r = {.status = PROC_NOT_FOUND};

@@ -23,6 +23,18 @@ typedef void (*sim_charge_done)(proc_result r, db_failure failure, void *arg);
 void sim_charge_start(store *s, int64_t timeout_ms, const char *key, int64_t amount,
                       const char *currency, const char *source, sim_charge_done done, void *arg);
 bool sim_charge_blocks(const char *source);
+/* A charge made inside the caller's own write job (db: its connection), so that it commits with
+ * what the caller records: for the tokens that answer at once and as asked (not tok_slow,
+ * tok_lostResponse or tok_processorDown, sim_charge_in_write_ok). created: this call made it
+ * (false: a charge under the same key was there before). Counted by sim_count_charge once the
+ * job committed. */
+bool sim_charge_in_write_ok(const char *source);
+write_result sim_charge_in_write(db_conn *db, const char *key, int64_t amount, const char *currency,
+                                 const char *source, proc_result *out, bool *created);
+/* Takes back a charge sim_charge_in_write made in the same, still open, job: nothing outside it
+ * saw the charge, so it is as if it was never made. */
+write_result sim_withdraw_charge_in_write(db_conn *db, const char *key);
+void sim_count_charge(bool created);
 proc_result sim_find_charge(store *s, const char *key);
 proc_result sim_refund(store *s, const sim_faults *f, const char *key, const char *charge_id,
                        int64_t amount);

@@ -18,7 +18,8 @@ typedef struct idem_claim {
     char processor_key[65];   /* the operation's key at the processor (derive_processor_key) */
     bool resumed;             /* a retry (or the recoverer) took over a key someone else held */
     bool claim_in_write;      /* not claimed yet: the handler's write job claims it first
-                               * (ROUTE_CLAIM_IN_WRITE, commit_response_then) */
+                               * (ROUTE_CLAIM_IN_WRITE, or set by a route's prepare step for
+                               * its request; commit_response_then) */
 } idem_claim;
 
 #endif

