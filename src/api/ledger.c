@@ -49,15 +49,18 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
                            "created_at) VALUES ($1, $2, $3, $4, $5, $6)",
                            "iisisi", (int64_t)e->id, (int64_t)e->user, e->type, (int64_t)e->source,
                            e->currency, created_at_of(e->id));
-    /* the lines two to a statement (a statement takes at most 16 parameters): $1..$4 are the
-     * entry's, then six per line */
+    /* On PostgreSQL the lines two to a statement (a statement takes at most 16 parameters; $1..$4
+     * are the entry's, then six per line), a round trip each. On SQLite one line to a statement:
+     * a statement that writes two rows opens a statement journal, a copy of every page it is
+     * first to touch, which cost more than a second statement. */
+    int per_statement = db_kind_of(db) == DB_POSTGRES ? 2 : 1;
 #define LINE_COLUMNS                                                                               \
     "INSERT INTO journal_lines (entry_id, user_id, type, source_id, id, account_id, book, "        \
     "currency, amount, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     static const char *const lines_sql[] = {
         NULL, LINE_COLUMNS, LINE_COLUMNS ", ($1, $2, $3, $4, $11, $12, $13, $14, $15, $16)"};
 #undef LINE_COLUMNS
-    for (int first = 0; rc == DB_DONE && first < e->count; first += 2) {
+    for (int first = 0; rc == DB_DONE && first < e->count; first += per_statement) {
         db_value params[4 + 6 * 2] = {
             {.type = 'i', .i = (int64_t)e->id},
             {.type = 'i', .i = (int64_t)e->user},
@@ -65,7 +68,7 @@ db_status ledger_post(db_conn *db, const ledger_entry *e)
             {.type = 'i', .i = (int64_t)e->source},
         };
         int n = 4;
-        for (int i = first; i < e->count && i < first + 2; i++) {
+        for (int i = first; i < e->count && i < first + per_statement; i++) {
             const ledger_line *l = &e->line[i];
             params[n++] = (db_value){.type = 'i', .i = (int64_t)l->id};
             params[n++] = l->account ? (db_value){.type = 'i', .i = (int64_t)l->account}
