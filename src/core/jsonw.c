@@ -235,10 +235,8 @@ static char *escape_rest(char *o, const unsigned char *p)
     return o;
 }
 
-/* s (n bytes, NUL-terminated) quoted and escaped at o, which has room for n * 6 + 2 bytes (the
- * worst case: every byte escaped as \u00XX); returns the end. Ids, codes and enums need no
- * escape: 8 bytes at a time tell. */
-static char *put_string(char *o, const char *s, size_t n)
+/* Ids, codes and enums need no escape: 8 bytes at a time tell. */
+char *jwp_put_string(char *o, const char *s, size_t n)
 {
     *o++ = '"';
     size_t plain = 0;
@@ -277,7 +275,7 @@ void jw_string(jsonw *w, const char *s)
         return;
     }
     size_t n = strlen(s);
-    written_to(w, put_string(value_at(w, n * 6 + 2), s, n));
+    written_to(w, jwp_put_string(value_at(w, n * 6 + 2), s, n));
 }
 
 static const char two_digits[200] = "00010203040506070809101112131415161718192021222324"
@@ -285,10 +283,7 @@ static const char two_digits[200] = "0001020304050607080910111213141516171819202
                                     "50515253545556575859606162636465666768697071727374"
                                     "75767778798081828384858687888990919293949596979899";
 
-#define INT_MAX_CHARS 20 /* "-9223372036854775808" */
-
-/* v in decimal at o (room for INT_MAX_CHARS); returns the end. */
-static char *put_int(char *o, int64_t v)
+char *jwp_put_int(char *o, int64_t v)
 {
     static const uint64_t powers[20] = {1u,
                                         10u,
@@ -331,7 +326,7 @@ static char *put_int(char *o, int64_t v)
 
 void jw_int(jsonw *w, int64_t v)
 {
-    written_to(w, put_int(value_at(w, INT_MAX_CHARS), v));
+    written_to(w, jwp_put_int(value_at(w, JW_INT_CHARS), v));
 }
 
 void jw_bool(jsonw *w, bool v)
@@ -368,7 +363,7 @@ void jw_member_object(jsonw *w, const char *type)
     static const char live[] = ",\"livemode\":true", test[] = ",\"livemode\":false";
     jw_key(w, "object");
     size_t n = strlen(type);
-    char *o = put_string(value_at(w, n * 6 + 2 + sizeof test), type, n);
+    char *o = jwp_put_string(value_at(w, n * 6 + 2 + sizeof test), type, n);
     if (w->livemode > 0) {
         memcpy(o, live, sizeof live - 1);
         o += sizeof live - 1;
@@ -379,13 +374,9 @@ void jw_member_object(jsonw *w, const char *type)
     written_to(w, o);
 }
 
-void jwp_id(jsonw *w, const char *prefix, size_t prefix_len, uint64_t id)
+char *jwp_put_id(char *o, const char *prefix, size_t prefix_len, uint64_t id)
 {
-    if (!id) {
-        jw_null(w);
-        return;
-    }
-    char *o = value_at(w, ID_STR_MAX + 2);
+    _Static_assert(JW_ID_CHARS == ID_STR_MAX - 1 + 2, "an id and its quotes");
     *o++ = '"';
     if (prefix_len >= 1 && prefix_len <= ID_PREFIX_MAX) { /* else "", as id_format */
         memcpy(o, prefix, prefix_len);
@@ -394,15 +385,15 @@ void jwp_id(jsonw *w, const char *prefix, size_t prefix_len, uint64_t id)
         o = id_digits(id, o);
     }
     *o++ = '"';
-    written_to(w, o);
+    return o;
 }
 
-void jwp_time(jsonw *w, int64_t unix_us)
+char *jwp_put_time(char *o, int64_t unix_us)
 {
-    char *o = value_at(w, RFC3339_MS_LEN + 2);
+    _Static_assert(JW_TIME_CHARS == RFC3339_MS_LEN + 2, "a time and its quotes");
     *o++ = '"';
     format_rfc3339_ms(unix_us, o);
     o += RFC3339_MS_LEN;
     *o++ = '"';
-    written_to(w, o);
+    return o;
 }

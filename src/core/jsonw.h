@@ -65,20 +65,29 @@ JW_INLINE void jw_member_id(jsonw *w, const char *key, const char *prefix, uint6
 JW_INLINE void jw_member_time(jsonw *w, const char *key, int64_t unix_us);
 JW_INLINE void jw_member_null(jsonw *w, const char *key);
 
-/* ---- What the inline functions are made of (jsonw.c); nothing else calls these. ---- */
+/* ---- What the inline functions are made of (jsonw.c); nothing else calls these. Each put
+ * writes at o, which has room for what it says, and returns the end. ---- */
+
+#define JW_INT_CHARS  20 /* "-9223372036854775808" */
+#define JW_ID_CHARS   25 /* "<prefix>_<13 chars>", quoted (ID_STR_MAX - 1 + 2) */
+#define JW_TIME_CHARS 26 /* "2026-10-12T08:31:07.123Z", quoted */
 
 /* Grows the buffer for `more` bytes and the NUL after them. */
 void jwp_grow(jsonw *w, size_t more);
-/* The value of jw_member_id: "<prefix>_<13 chars>" (prefix: prefix_len bytes), or null for 0. */
-void jwp_id(jsonw *w, const char *prefix, size_t prefix_len, uint64_t id);
-/* The value of jw_member_time. */
-void jwp_time(jsonw *w, int64_t unix_us);
+/* s (n bytes, NUL-terminated) quoted and escaped: room for n * 6 + 2 (every byte as \u00XX). */
+char *jwp_put_string(char *o, const char *s, size_t n);
+char *jwp_put_int(char *o, int64_t v);
+/* "<prefix>_<13 chars>" (prefix: prefix_len bytes), quoted. */
+char *jwp_put_id(char *o, const char *prefix, size_t prefix_len, uint64_t id);
+/* RFC 3339 with milliseconds, quoted. */
+char *jwp_put_time(char *o, int64_t unix_us);
 
-JW_INLINE void jw_key(jsonw *w, const char *key)
+/* A member's key (n bytes) with its comma, and room for `value` more bytes and a NUL after it:
+ * returns where the value goes (jwp_end ends it). */
+JW_INLINE char *jwp_member(jsonw *w, const char *key, size_t n, size_t value)
 {
-    size_t n = strlen(key);
-    if (w->len + n + 4 + 1 > w->cap)
-        jwp_grow(w, n + 4);
+    if (w->len + n + 4 + value + 1 > w->cap)
+        jwp_grow(w, n + 4 + value);
     char *o = w->buf + w->len;
     if (!w->first[w->depth])
         *o++ = ',';
@@ -88,39 +97,56 @@ JW_INLINE void jw_key(jsonw *w, const char *key)
     o += n;
     *o++ = '"';
     *o++ = ':';
+    return o;
+}
+
+JW_INLINE void jwp_end(jsonw *w, char *o)
+{
     *o = '\0';
     w->len = (size_t)(o - w->buf);
+}
+
+JW_INLINE void jw_key(jsonw *w, const char *key)
+{
+    jwp_end(w, jwp_member(w, key, strlen(key), 0));
     w->after_key = true; /* the value writers put no comma after it */
 }
 
 JW_INLINE void jw_member_null(jsonw *w, const char *key)
 {
-    jw_key(w, key);
-    jw_null(w);
+    char *o = jwp_member(w, key, strlen(key), 4);
+    memcpy(o, "null", 4);
+    jwp_end(w, o + 4);
 }
 
 JW_INLINE void jw_member_string(jsonw *w, const char *key, const char *s)
 {
-    jw_key(w, key);
-    jw_string(w, s);
+    if (!s) {
+        jw_member_null(w, key);
+        return;
+    }
+    size_t n = strlen(s);
+    jwp_end(w, jwp_put_string(jwp_member(w, key, strlen(key), n * 6 + 2), s, n));
 }
 
 JW_INLINE void jw_member_int(jsonw *w, const char *key, int64_t v)
 {
-    jw_key(w, key);
-    jw_int(w, v);
+    jwp_end(w, jwp_put_int(jwp_member(w, key, strlen(key), JW_INT_CHARS), v));
 }
 
 JW_INLINE void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id)
 {
-    jw_key(w, key);
-    jwp_id(w, prefix, strlen(prefix), id);
+    if (!id) {
+        jw_member_null(w, key);
+        return;
+    }
+    jwp_end(w,
+            jwp_put_id(jwp_member(w, key, strlen(key), JW_ID_CHARS), prefix, strlen(prefix), id));
 }
 
 JW_INLINE void jw_member_time(jsonw *w, const char *key, int64_t unix_us)
 {
-    jw_key(w, key);
-    jwp_time(w, unix_us);
+    jwp_end(w, jwp_put_time(jwp_member(w, key, strlen(key), JW_TIME_CHARS), unix_us));
 }
 
 #endif
