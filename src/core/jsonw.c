@@ -358,22 +358,6 @@ void jw_raw(jsonw *w, const char *json, const char *fallback)
     written_to(w, o + n);
 }
 
-void jw_member_object(jsonw *w, const char *type)
-{
-    static const char live[] = ",\"livemode\":true", test[] = ",\"livemode\":false";
-    jw_key(w, "object");
-    size_t n = strlen(type);
-    char *o = jwp_put_string(value_at(w, n * 6 + 2 + sizeof test), type, n);
-    if (w->livemode > 0) {
-        memcpy(o, live, sizeof live - 1);
-        o += sizeof live - 1;
-    } else if (w->livemode == 0) {
-        memcpy(o, test, sizeof test - 1);
-        o += sizeof test - 1;
-    }
-    written_to(w, o);
-}
-
 char *jwp_put_id(char *o, const char *prefix, size_t prefix_len, uint64_t id)
 {
     _Static_assert(JW_ID_CHARS == ID_STR_MAX - 1 + 2, "an id and its quotes");

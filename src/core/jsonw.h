@@ -51,8 +51,9 @@ void jw_end_line(jsonw *w);
 void jw_raw(jsonw *w, const char *json, const char *fallback);
 
 /* An object's "object" member, its type, and then its "livemode" when the writer has a mode
- * (jw_init_mode): the one place a resource's object says its mode (docs/modes.md). */
-void jw_member_object(jsonw *w, const char *type);
+ * (jw_init_mode): the one place a resource's object says its mode (docs/modes.md). The type is
+ * a literal that needs no escaping, as a key. */
+JW_INLINE void jw_member_object(jsonw *w, const char *type);
 
 /* Object members as payd's contract writes them, for the writers of resource rows (inline,
  * below): */
@@ -110,6 +111,25 @@ JW_INLINE void jw_key(jsonw *w, const char *key)
 {
     jwp_end(w, jwp_member(w, key, strlen(key), 0));
     w->after_key = true; /* the value writers put no comma after it */
+}
+
+JW_INLINE void jw_member_object(jsonw *w, const char *type)
+{
+    static const char live[] = ",\"livemode\":true", test[] = ",\"livemode\":false";
+    size_t n = strlen(type);
+    char *o = jwp_member(w, "object", 6, n + 2 + sizeof test - 1);
+    *o++ = '"';
+    memcpy(o, type, n);
+    o += n;
+    *o++ = '"';
+    if (w->livemode > 0) {
+        memcpy(o, live, sizeof live - 1);
+        o += sizeof live - 1;
+    } else if (w->livemode == 0) {
+        memcpy(o, test, sizeof test - 1);
+        o += sizeof test - 1;
+    }
+    jwp_end(w, o);
 }
 
 JW_INLINE void jw_member_null(jsonw *w, const char *key)
