@@ -160,8 +160,8 @@ JW_INLINE void jw_member_id(jsonw *w, const char *key, const char *prefix, uint6
         jw_member_null(w, key);
         return;
     }
-    jwp_end(w,
-            jwp_put_id(jwp_member(w, key, strlen(key), JW_ID_CHARS), prefix, strlen(prefix), id));
+    jwp_end(w, jwp_put_id(jwp_member(w, key, strlen(key), JW_ID_CHARS), prefix,
+                          prefix ? strlen(prefix) : 0, id));
 }
 
 JW_INLINE void jw_member_time(jsonw *w, const char *key, int64_t unix_us)
