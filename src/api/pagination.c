@@ -34,62 +34,108 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
-static size_t add_id_bound(char *sql, size_t len, size_t cap, const list_query *q, const char *op,
-                           int64_t bound, db_value *params, int *n)
+/* ---- text built a piece at a time (a page's SQL, its Link header): snprintf's formats cost a
+ * list page more than its cursor's HMAC. What would not fit is cut (a cut SQL fails to prepare). */
+
+typedef struct textbuf {
+    char *buf;
+    size_t len, cap;
+    bool cut;
+} textbuf;
+
+static void add(textbuf *t, const char *s)
 {
-    const char *idcol = q->id_column ? q->id_column : "id";
-    size_t added = (size_t)snprintf(sql + len, cap - len, " AND %s %s $%d", idcol, op, *n + 1);
-    params[(*n)++] = (db_value){.type = 'i', .i = bound};
-    return added;
+    size_t n = strlen(s);
+    if (n >= t->cap - t->len) {
+        n = t->cap - t->len - 1;
+        t->cut = true;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+static void add_uint(textbuf *t, uint64_t v)
+{
+    char digits[24], *p = digits + sizeof digits;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    add(t, p);
+}
+
+/* "$n" for the next parameter, whose value is v. */
+static void add_param(textbuf *sql, db_value *params, int *n, db_value v)
+{
+    params[(*n)++] = v;
+    add(sql, "$");
+    add_uint(sql, (uint64_t)*n);
+}
+
+/* " AND <a><b>$n" with an integer parameter */
+static void add_condition(textbuf *sql, const char *a, const char *b, db_value *params, int *n,
+                          int64_t value)
+{
+    add(sql, " AND ");
+    add(sql, a);
+    add(sql, b);
+    add_param(sql, params, n, (db_value){.type = 'i', .i = value});
+}
+
+static void add_id_bound(textbuf *sql, const list_query *q, const char *op, int64_t bound,
+                         db_value *params, int *n)
+{
+    add_condition(sql, q->id_column ? q->id_column : "id", op, params, n, bound);
 }
 
 /* Appends the filter conditions and their parameters. */
-static void add_filters(request *req, char *sql, size_t cap, db_value *params, int *n,
-                        const list_query *q, const list_params *f)
+static void add_filters(request *req, textbuf *sql, db_value *params, int *n, const list_query *q,
+                        const list_params *f)
 {
-    size_t len = strlen(sql);
     if (f->status && q->status_list) {
         /* "a,b,c" (checked before: at most LIST_MAX_FILTER_VALUES, each one of the values) */
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s IN (", q->status_column);
+        add(sql, " AND ");
+        add(sql, q->status_column);
+        add(sql, " IN (");
         const char *item = f->status;
         for (int i = 0; item && i < LIST_MAX_FILTER_VALUES; i++) {
             const char *comma = strchr(item, ',');
             size_t item_len = comma ? (size_t)(comma - item) : strlen(item);
-            len += (size_t)snprintf(sql + len, cap - len, "%s$%d", i ? ", " : "", *n + 1);
-            params[(*n)++] =
-                (db_value){.type = 's', .s = arena_strndup(&req->arena, item, item_len)};
+            if (i)
+                add(sql, ", ");
+            add_param(sql, params, n,
+                      (db_value){.type = 's', .s = arena_strndup(&req->arena, item, item_len)});
             item = comma ? comma + 1 : NULL;
         }
-        len += (size_t)snprintf(sql + len, cap - len, ")");
+        add(sql, ")");
     } else if (f->status) {
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->status_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 's', .s = f->status};
+        add(sql, " AND ");
+        add(sql, q->status_column);
+        add(sql, " = ");
+        add_param(sql, params, n, (db_value){.type = 's', .s = f->status});
     }
     uint64_t source;
-    if (f->source && q->source_column && any_id_parse(f->source, &source) == 0) {
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s = $%d", q->source_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 'i', .i = (int64_t)source};
+    if (f->source && q->source_column && any_id_parse(f->source, &source) == 0)
+        add_condition(sql, q->source_column, " = ", params, n, (int64_t)source);
+    if (q->condition) {
+        add(sql, " AND ");
+        add(sql, q->condition);
     }
-    if (q->condition)
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s", q->condition);
-    if (f->created_gte.text) {
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s >= $%d", q->time_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 'i', .i = f->created_gte.us};
-    }
-    if (f->created_lt.text) {
-        len += (size_t)snprintf(sql + len, cap - len, " AND %s < $%d", q->time_column, *n + 1);
-        params[(*n)++] = (db_value){.type = 'i', .i = f->created_lt.us};
-    }
+    if (f->created_gte.text)
+        add_condition(sql, q->time_column, " >= ", params, n, f->created_gte.us);
+    if (f->created_lt.text)
+        add_condition(sql, q->time_column, " < ", params, n, f->created_lt.us);
     if (partitioned_by_id(req, q)) {
         /* created_at >= gte: the id's ms is at least gte's; created_at < lt: below lt's,
          * rounded up to a whole ms */
         if (f->created_gte.text)
-            len +=
-                add_id_bound(sql, len, cap, q,
-                             ">=", id_first_of_ms(floor_div(f->created_gte.us, 1000)), params, n);
+            add_id_bound(sql, q, " >= ", id_first_of_ms(floor_div(f->created_gte.us, 1000)), params,
+                         n);
         if (f->created_lt.text)
-            add_id_bound(sql, len, cap, q, "<", id_first_of_ms(-floor_div(-f->created_lt.us, 1000)),
-                         params, n);
+            add_id_bound(sql, q, " < ", id_first_of_ms(-floor_div(-f->created_lt.us, 1000)), params,
+                         n);
     }
 }
 
@@ -97,7 +143,7 @@ static void scope_of(request *req, const list_query *q, const char *parent, cons
                      uint8_t out[16])
 {
     char user[24];
-    snprintf(user, sizeof user, "%llu", (unsigned long long)req->user.id);
+    add_uint(&(textbuf){user, 0, sizeof user, false}, req->user.id);
     const char *parts[] = {q->name,
                            parent,
                            user,
@@ -150,33 +196,40 @@ static void write_row(const list_query *q, db_stmt *st, jsonw *w)
 static void link_header(request *req, const list_query *q, const list_params *f, int limit,
                         const char *next, const char *prev)
 {
-    char link[1024] = "";
-    size_t len = 0;
+    char buf[1024] = "";
+    textbuf link = {buf, 0, sizeof buf, false};
     const char *cursors[2] = {next, prev};
     const char *rels[2] = {"next", "prev"};
     for (int i = 0; i < 2; i++) {
         if (!cursors[i])
             continue;
-        len += (size_t)snprintf(link + len, sizeof link - len, "%s<%s?limit=%d&cursor=%s",
-                                len ? ", " : "", req->path, limit, cursors[i]);
-        if (f->status)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&%s=%s",
-                                    q->status_param ? q->status_param : "status", f->status);
-        if (f->account.text)
-            len +=
-                (size_t)snprintf(link + len, sizeof link - len, "&account_id=%s", f->account.text);
-        if (f->source)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&source=%s", f->source);
-        if (f->created_gte.text)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&created_gte=%s",
-                                    f->created_gte.text);
-        if (f->created_lt.text)
-            len += (size_t)snprintf(link + len, sizeof link - len, "&created_lt=%s",
-                                    f->created_lt.text);
-        len += (size_t)snprintf(link + len, sizeof link - len, ">; rel=\"%s\"", rels[i]);
+        add(&link, link.len ? ", <" : "<");
+        add(&link, req->path);
+        add(&link, "?limit=");
+        add_uint(&link, (uint64_t)limit);
+        add(&link, "&cursor=");
+        add(&link, cursors[i]);
+        if (f->status) {
+            add(&link, "&");
+            add(&link, q->status_param ? q->status_param : "status");
+            add(&link, "=");
+            add(&link, f->status);
+        }
+        const char *names[] = {"&account_id=", "&source=", "&created_gte=", "&created_lt="};
+        const char *values[] = {f->account.text, f->source, f->created_gte.text,
+                                f->created_lt.text};
+        for (int k = 0; k < 4; k++) {
+            if (values[k]) {
+                add(&link, names[k]);
+                add(&link, values[k]);
+            }
+        }
+        add(&link, ">; rel=\"");
+        add(&link, rels[i]);
+        add(&link, "\"");
     }
-    if (len && len < sizeof link)
-        reply_header(req, "Link", link);
+    if (link.len && !link.cut)
+        reply_header(req, "Link", buf);
 }
 
 /* The list's "SELECT <columns> FROM <table>": its resource's, or its own. */
@@ -184,8 +237,57 @@ static const char *list_select(const list_query *q, char *buf, size_t size)
 {
     if (!q->of)
         return q->select;
-    snprintf(buf, size, "SELECT %s FROM %s", q->of->columns, q->of->table);
+    textbuf select = {buf, 0, size, false};
+    add(&select, "SELECT ");
+    add(&select, q->of->columns);
+    add(&select, " FROM ");
+    add(&select, q->of->table);
     return buf;
+}
+
+/* The page's query after "SELECT <columns> FROM <table>" (select): its parent, filters, the
+ * position after the cursor (at; NULL: the first page) and order, in sql, with its parameters;
+ * returns how many. */
+static int page_query(request *req, const list_query *q, const char *select, uint64_t parent_id,
+                      const page_cursor *at, char *sql, size_t size, db_value *params)
+{
+    const list_params *f = req->input;
+    bool backwards = at && at->direction == CURSOR_PREV;
+    const char *created = q->created_column ? q->created_column : "created_at";
+    const char *idcol = q->id_column ? q->id_column : "id";
+    textbuf t = {sql, 0, size, false};
+    int n = 0;
+    add(&t, select);
+    add(&t, " WHERE ");
+    add(&t, q->parent_column);
+    add(&t, " = ");
+    add_param(&t, params, &n, (db_value){.type = 'i', .i = (int64_t)parent_id});
+    add_filters(req, &t, params, &n, q, f);
+    if (at) {
+        add(&t, " AND (");
+        add(&t, created);
+        add(&t, ", ");
+        add(&t, idcol);
+        add(&t, backwards ? ") > (" : ") < (");
+        add_param(&t, params, &n, (db_value){.type = 'i', .i = at->created_at});
+        add(&t, ", ");
+        add_param(&t, params, &n, (db_value){.type = 'i', .i = (int64_t)at->id});
+        add(&t, ")");
+        /* past the cursor's time, so is every id: the months beyond it are left out */
+        if (partitioned_by_id(req, q))
+            add_id_bound(&t, q, backwards ? " >= " : " < ",
+                         id_first_of_ms(floor_div(at->created_at, 1000) + !backwards), params, &n);
+    }
+    const char *order = backwards ? " ASC" : " DESC";
+    add(&t, " ORDER BY ");
+    add(&t, created);
+    add(&t, order);
+    add(&t, ", ");
+    add(&t, idcol);
+    add(&t, order);
+    add(&t, " LIMIT ");
+    add_param(&t, params, &n, (db_value){.type = 'i', .i = f->limit + 1});
+    return n;
 }
 
 int list_page(request *req, const list_query *q, uint64_t parent_id, const char *parent_label)
@@ -193,7 +295,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
     const list_params *f = req->input;
     int limit = (int)f->limit;
     char parent[24];
-    snprintf(parent, sizeof parent, "%llu", (unsigned long long)parent_id);
+    add_uint(&(textbuf){parent, 0, sizeof parent, false}, parent_id);
     uint8_t scope[16];
     scope_of(req, q, parent_label ? parent_label : parent, f, scope);
 
@@ -224,28 +326,7 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
 
     char sql[1024];
     db_value params[12 + LIST_MAX_FILTER_VALUES]; /* with the id bounds: at most 11 besides */
-    int n = 0;
-    snprintf(sql, sizeof sql, "%s WHERE %s = $1", select, q->parent_column);
-    params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(req, sql, sizeof sql, params, &n, q, f);
-    size_t len = strlen(sql);
-    if (cursor) {
-        len += (size_t)snprintf(sql + len, sizeof sql - len, " AND (%s, %s) %s ($%d, $%d)", created,
-                                idcol, backwards ? ">" : "<", n + 1, n + 2);
-        params[n++] = (db_value){.type = 'i', .i = at.created_at};
-        params[n++] = (db_value){.type = 'i', .i = (int64_t)at.id};
-        /* past the cursor's time, so is every id: the months beyond it are left out */
-        if (partitioned_by_id(req, q))
-            len +=
-                backwards
-                    ? add_id_bound(sql, len, sizeof sql, q,
-                                   ">=", id_first_of_ms(floor_div(at.created_at, 1000)), params, &n)
-                    : add_id_bound(sql, len, sizeof sql, q, "<",
-                                   id_first_of_ms(floor_div(at.created_at, 1000) + 1), params, &n);
-    }
-    snprintf(sql + len, sizeof sql - len, " ORDER BY %s %s, %s %s LIMIT $%d", created,
-             backwards ? "ASC" : "DESC", idcol, backwards ? "ASC" : "DESC", n + 1);
-    params[n++] = (db_value){.type = 'i', .i = limit + 1};
+    int n = page_query(req, q, select, parent_id, cursor ? &at : NULL, sql, sizeof sql, params);
 
     db_conn *db = reader_or_reply(req);
     if (!db)
@@ -276,14 +357,18 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
             rows++; /* the n+1th row only tells that more exist */
             break;
         }
-        int64_t c = db_int(st, created_at);
-        uint64_t id = (uint64_t)db_int(st, id_at);
-        if (rows == 0) {
-            first_created = c;
-            first_id = id;
+        if (rows == 0 || rows == limit - 1 || backwards) {
+            /* where the cursors point: the first row, and the last (forward, a next cursor is
+             * written only for a full page) */
+            int64_t c = db_int(st, created_at);
+            uint64_t id = (uint64_t)db_int(st, id_at);
+            if (rows == 0) {
+                first_created = c;
+                first_id = id;
+            }
+            last_created = c;
+            last_id = id;
         }
-        last_created = c;
-        last_id = id;
         if (backwards) {
             jsonw one;
             jw_init(&one);
@@ -334,11 +419,16 @@ int list_page(request *req, const list_query *q, uint64_t parent_id, const char 
 void list_count(request *req, const list_query *q, const char *from, uint64_t parent_id)
 {
     char sql[512];
+    textbuf t = {sql, 0, sizeof sql, false};
     db_value params[8 + LIST_MAX_FILTER_VALUES]; /* with the id bounds: at most 7 besides */
     int n = 0;
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE %s = $1", from, q->parent_column);
-    params[n++] = (db_value){.type = 'i', .i = (int64_t)parent_id};
-    add_filters(req, sql, sizeof sql, params, &n, q, req->input);
+    add(&t, "SELECT COUNT(*) FROM ");
+    add(&t, from);
+    add(&t, " WHERE ");
+    add(&t, q->parent_column);
+    add(&t, " = ");
+    add_param(&t, params, &n, (db_value){.type = 'i', .i = (int64_t)parent_id});
+    add_filters(req, &t, params, &n, q, req->input);
     db_conn *db = reader_or_reply(req);
     if (!db)
         return;

@@ -39,10 +39,8 @@ static void member_time_or_null(jsonw *w, const char *key, int64_t at)
 {
     if (at)
         jw_member_time(w, key, at);
-    else {
-        jw_key(w, key);
-        jw_null(w);
-    }
+    else
+        jw_member_null(w, key);
 }
 
 static void write_payment(jsonw *w, const payment_view *v)
@@ -81,7 +79,7 @@ static void write_payment_row(db_stmt *st, jsonw *w)
         .currency = db_text(st, 3),
         .status = db_text(st, 4),
         .source = db_text(st, 5),
-        .order_id = db_is_null(st, 6) ? 0 : (uint64_t)db_int(st, 6),
+        .order_id = (uint64_t)db_int(st, 6), /* NULL reads as 0: none */
         .description = db_text(st, 7),
         .metadata = db_text(st, 8),
         .refunded_amount = db_int(st, 9),
@@ -91,8 +89,8 @@ static void write_payment_row(db_stmt *st, jsonw *w)
         .capturable = db_int(st, 13),
         .captured = db_int(st, 14),
         .released = db_int(st, 15),
-        .capture_before = db_is_null(st, 16) ? 0 : db_int(st, 16),
-        .canceled_at = db_is_null(st, 17) ? 0 : db_int(st, 17),
+        .capture_before = db_int(st, 16),
+        .canceled_at = db_int(st, 17),
         .cancellation_reason = db_text(st, 18),
     };
     write_payment(w, &v);

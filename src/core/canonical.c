@@ -51,6 +51,13 @@ void sha256_add(sha256_stream *st, const void *data, size_t len)
     require(EVP_DigestUpdate((EVP_MD_CTX *)st, data, len) == 1);
 }
 
+sha256_stream *sha256_copy(const sha256_stream *from)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    require(ctx != NULL && EVP_MD_CTX_copy_ex(ctx, (const EVP_MD_CTX *)from) == 1);
+    return (sha256_stream *)ctx;
+}
+
 void sha256_end(sha256_stream *st, uint8_t out[32])
 {
     int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)st, out, NULL) == 1;

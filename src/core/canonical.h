@@ -23,5 +23,8 @@ typedef struct sha256_stream sha256_stream;
 sha256_stream *sha256_begin(void);
 void sha256_add(sha256_stream *st, const void *data, size_t len);
 void sha256_end(sha256_stream *st, uint8_t out[32]); /* frees st */
+/* A new stream that goes on from where `from` is (which stays as it was): a prefix hashed once
+ * for many messages, as HMAC's keyed block. */
+sha256_stream *sha256_copy(const sha256_stream *from);
 
 #endif

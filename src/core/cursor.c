@@ -5,6 +5,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/canonical.h"
@@ -47,35 +49,86 @@ static uint64_t get_be64(const uint8_t *p)
  * MAC object on every call: a twentieth of a list page's CPU for its one cursor. */
 #define HMAC_BLOCK 64
 
-static void hash_padded(const uint8_t key[HMAC_BLOCK], uint8_t pad, const uint8_t *msg, size_t len,
-                        uint8_t out[32])
+/* The stream after one block of the key XOR pad: HMAC's inner (0x36) or outer (0x5c) start. */
+static sha256_stream *keyed_block(const uint8_t key[HMAC_BLOCK], uint8_t pad)
 {
     uint8_t block[HMAC_BLOCK];
     for (int i = 0; i < HMAC_BLOCK; i++)
         block[i] = key[i] ^ pad;
     sha256_stream *st = sha256_begin();
     sha256_add(st, block, sizeof block);
-    sha256_add(st, msg, len);
-    sha256_end(st, out);
     OPENSSL_cleanse(block, sizeof block);
+    return st;
 }
 
-static int mac(const uint8_t *key, size_t key_len, const uint8_t body[BODY_LEN],
-               uint8_t out[MAC_LEN])
+/* A key's two keyed blocks, hashed. */
+typedef struct keyed_hmac {
+    uint8_t key[HMAC_BLOCK];
+    size_t key_len; /* 0: a long key, hashed first (never kept) */
+    sha256_stream *inner, *outer;
+} keyed_hmac;
+
+static keyed_hmac *keyed_new(const uint8_t *key, size_t key_len)
 {
-    if (key == NULL || key_len == 0)
-        return -1;
-    uint8_t block_key[HMAC_BLOCK] = {0}, inner[32], full[32];
+    keyed_hmac *k = calloc(1, sizeof *k);
+    if (!k)
+        abort();
+    uint8_t block_key[HMAC_BLOCK] = {0};
     if (key_len > HMAC_BLOCK) { /* a long key is hashed first */
         sha256_stream *st = sha256_begin();
         sha256_add(st, key, key_len);
         sha256_end(st, block_key);
     } else {
         memcpy(block_key, key, key_len);
+        memcpy(k->key, key, key_len);
+        k->key_len = key_len;
     }
-    hash_padded(block_key, 0x36, body, BODY_LEN, inner);
-    hash_padded(block_key, 0x5c, inner, sizeof inner, full);
+    k->inner = keyed_block(block_key, 0x36);
+    k->outer = keyed_block(block_key, 0x5c);
     OPENSSL_cleanse(block_key, sizeof block_key);
+    return k;
+}
+
+static void keyed_free(keyed_hmac *k)
+{
+    uint8_t ignored[32];
+    sha256_end(k->inner, ignored);
+    sha256_end(k->outer, ignored);
+    OPENSSL_cleanse(k, sizeof *k);
+    free(k);
+}
+
+/* The keyed blocks of the first key the process signs with, hashed once and kept: a node signs
+ * every cursor with its one key, and hashing the two blocks was half of a list page's HMAC. Any
+ * other key (tests) has its blocks hashed for each use. */
+static _Atomic(keyed_hmac *) first_key;
+
+static int mac(const uint8_t *key, size_t key_len, const uint8_t body[BODY_LEN],
+               uint8_t out[MAC_LEN])
+{
+    if (key == NULL || key_len == 0)
+        return -1;
+    keyed_hmac *k = atomic_load(&first_key), *own = NULL;
+    if (!k && key_len <= HMAC_BLOCK) {
+        keyed_hmac *made = keyed_new(key, key_len), *none = NULL;
+        if (atomic_compare_exchange_strong(&first_key, &none, made)) {
+            k = made;
+        } else {
+            keyed_free(made);
+            k = none; /* another thread's, kept first */
+        }
+    }
+    if (!k || k->key_len != key_len || CRYPTO_memcmp(k->key, key, key_len) != 0)
+        k = own = keyed_new(key, key_len);
+    uint8_t inner[32], full[32];
+    sha256_stream *st = sha256_copy(k->inner);
+    sha256_add(st, body, BODY_LEN);
+    sha256_end(st, inner);
+    st = sha256_copy(k->outer);
+    sha256_add(st, inner, sizeof inner);
+    sha256_end(st, full);
+    if (own)
+        keyed_free(own);
     memcpy(out, full, MAC_LEN);
     return 0;
 }

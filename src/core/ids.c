@@ -125,21 +125,40 @@ int id_next(id_generator *g, uint64_t *out)
     return rc;
 }
 
-void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX])
+char *id_digits(uint64_t id, char *out)
+{
+    /* 5 bits a digit, the most significant first; written out, as every row of a list page has
+     * an id or two */
+#define DIGIT(i) out[i] = ALPHABET[id >> (5 * (DIGITS - 1 - (i))) & 31]
+    DIGIT(0);
+    DIGIT(1);
+    DIGIT(2);
+    DIGIT(3);
+    DIGIT(4);
+    DIGIT(5);
+    DIGIT(6);
+    DIGIT(7);
+    DIGIT(8);
+    DIGIT(9);
+    DIGIT(10);
+    DIGIT(11);
+    DIGIT(12);
+#undef DIGIT
+    _Static_assert(DIGITS == 13, "one DIGIT line a digit");
+    return out + DIGITS;
+}
+
+size_t id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX])
 {
     size_t plen = prefix ? strlen(prefix) : 0;
     if (plen == 0 || plen > ID_PREFIX_MAX) {
         out[0] = '\0';
-        return;
+        return 0;
     }
     memcpy(out, prefix, plen);
     out[plen] = '_';
-    char *digits = out + plen + 1;
-    for (int i = DIGITS - 1; i >= 0; i--) {
-        digits[i] = ALPHABET[id & 31];
-        id >>= 5;
-    }
-    digits[DIGITS] = '\0';
+    *id_digits(id, out + plen + 1) = '\0';
+    return plen + 1 + DIGITS;
 }
 
 /* Value of one lowercase Crockford digit, or -1. Uppercase and the ambiguous i, l, o, u are

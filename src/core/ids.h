@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PAYD_EPOCH_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
@@ -55,8 +56,10 @@ void id_generator_set_mark(id_generator *g, int64_t mark_ms);
 void id_generator_floor(id_generator *g, int64_t mark_ms);
 int64_t id_generator_last_ms(id_generator *g);
 
-/* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". */
-void id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);
+/* prefix must be 1..ID_PREFIX_MAX chars; otherwise out is set to "". Returns the length. */
+size_t id_format(uint64_t id, const char *prefix, char out[ID_STR_MAX]);
+/* The 13 digits of an id after its "<prefix>_", at out (no NUL); returns their end. */
+char *id_digits(uint64_t id, char *out);
 
 /* 0 ok; -1 if malformed, wrong prefix, wrong length, uppercase or invalid chars */
 int id_parse(const char *s, const char *prefix, uint64_t *out);

@@ -28,10 +28,8 @@ void jw_free(jsonw *w)
     w->livemode = livemode;
 }
 
-static void reserve(jsonw *w, size_t more)
+void jwp_grow(jsonw *w, size_t more)
 {
-    if (w->len + more + 1 <= w->cap)
-        return;
     size_t cap = w->cap ? w->cap : 4096; /* a list page of 20 payments is ~9 KiB */
     while (cap < w->len + more + 1)
         cap *= 2;
@@ -42,6 +40,20 @@ static void reserve(jsonw *w, size_t more)
     w->cap = cap;
 }
 
+/* Room for `more` bytes and the NUL after them. */
+static inline void reserve(jsonw *w, size_t more)
+{
+    if (w->len + more + 1 > w->cap)
+        jwp_grow(w, more);
+}
+
+/* Ends what was written up to o (reserved before): its length, and the NUL. */
+static inline void written_to(jsonw *w, char *o)
+{
+    *o = '\0';
+    w->len = (size_t)(o - w->buf);
+}
+
 static void put(jsonw *w, const char *s, size_t n)
 {
     reserve(w, n);
@@ -50,16 +62,20 @@ static void put(jsonw *w, const char *s, size_t n)
     w->buf[w->len] = '\0';
 }
 
-/* A value or key at the current depth: a comma unless it is the first, none after a key. */
-static void separate(jsonw *w)
+/* Room for a value of `more` bytes at the current depth, after its comma (none before the first,
+ * none after a key): where it goes. written_to ends it. */
+static inline char *value_at(jsonw *w, size_t more)
 {
+    reserve(w, more + 1);
+    char *o = w->buf + w->len;
     if (w->after_key) {
         w->after_key = false;
-        return;
+        return o;
     }
     if (!w->first[w->depth])
-        put(w, ",", 1);
+        *o++ = ',';
     w->first[w->depth] = false;
+    return o;
 }
 
 void jw_end_line(jsonw *w)
@@ -82,8 +98,9 @@ char *jw_take(jsonw *w, size_t *len)
 
 static void open_nested(jsonw *w, char c)
 {
-    separate(w);
-    put(w, &c, 1);
+    char *o = value_at(w, 1);
+    *o++ = c;
+    written_to(w, o);
     if (w->depth + 1 < JSONW_MAX_DEPTH)
         w->depth++;
     w->first[w->depth] = true;
@@ -93,7 +110,9 @@ static void close_nested(jsonw *w, char c)
 {
     if (w->depth > 0)
         w->depth--;
-    put(w, &c, 1);
+    reserve(w, 1);
+    w->buf[w->len++] = c;
+    w->buf[w->len] = '\0';
 }
 
 void jw_object_begin(jsonw *w)
@@ -125,32 +144,6 @@ void jw_array_end(jsonw *w)
     close_nested(w, ']');
 }
 
-/* A member's key with its comma, and room for `value` more bytes after it: one reserve, one
- * copy (a list page writes some 400 keys). */
-static void member_key(jsonw *w, const char *key, size_t n, size_t value)
-{
-    reserve(w, n + 4 + value);
-    char *o = w->buf + w->len;
-    if (w->after_key)
-        w->after_key = false;
-    else if (!w->first[w->depth])
-        *o++ = ',';
-    w->first[w->depth] = false;
-    *o++ = '"';
-    memcpy(o, key, n);
-    o += n;
-    *o++ = '"';
-    *o++ = ':';
-    *o = '\0';
-    w->len = (size_t)(o - w->buf);
-}
-
-void jw_key_n(jsonw *w, const char *key, size_t n)
-{
-    member_key(w, key, n, 0);
-    w->after_key = true;
-}
-
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates),
  * or 0. */
 static size_t utf8_sequence_length(const unsigned char *p)
@@ -178,21 +171,30 @@ static size_t utf8_sequence_length(const unsigned char *p)
     return n;
 }
 
-void jw_string(jsonw *w, const char *s)
+/* Whether none of the 8 bytes of x needs care in a JSON string: each is printable ASCII other
+ * than '"' and '\\' (bit tricks on the whole word; a borrow only ever marks a byte above one
+ * that is marked already, so the answer for the word is exact). */
+static inline bool plain_word(uint64_t x)
 {
-    if (!s) {
-        jw_null(w);
-        return;
-    }
-    separate(w);
-    size_t n = strlen(s);
-    reserve(w, n * 6 + 2); /* the worst case: every byte escaped as \u00XX */
-    char *o = w->buf + w->len;
-    *o++ = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\');
+    uint64_t below_space = (x - ones * 0x20) & ~x;
+    uint64_t is_quote = (quote - ones) & ~quote, is_backslash = (backslash - ones) & ~backslash;
+    return !((below_space | is_quote | is_backslash | x) & high);
+}
+
+static inline bool plain_byte(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/* The rest of a string from its first byte that needs care (p: NUL-terminated), escaped. */
+static char *escape_rest(char *o, const unsigned char *p)
+{
+    for (; *p; p++) {
         /* the common case, a run of printable ASCII that needs no escape, is copied at once */
         const unsigned char *run = p;
-        while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+        while (plain_byte(*p))
             p++;
         memcpy(o, run, (size_t)(p - run));
         o += p - run;
@@ -230,108 +232,152 @@ void jw_string(jsonw *w, const char *s)
             }
         }
     }
-    *o++ = '"';
-    w->len = (size_t)(o - w->buf);
-    w->buf[w->len] = '\0';
+    return o;
 }
 
-/* v in decimal, written at the end of digits: returns where it starts, its length in *n. */
-static const char *int_digits(int64_t v, char digits[24], size_t *n)
+/* Ids, codes and enums need no escape: 8 bytes at a time tell. */
+char *jwp_put_string(char *o, const char *s, size_t n)
 {
-    char *end = digits + 24, *p = end;
+    *o++ = '"';
+    size_t plain = 0;
+    if (n < 8) {
+        while (plain < n && plain_byte((unsigned char)s[plain])) {
+            o[plain] = s[plain];
+            plain++;
+        }
+    } else {
+        uint64_t x;
+        for (; plain + 8 <= n; plain += 8) {
+            memcpy(&x, s + plain, 8);
+            if (!plain_word(x))
+                break;
+            memcpy(o + plain, &x, 8);
+        }
+        if (plain + 8 > n) { /* the bytes after the last whole word: the 8 that end the string */
+            memcpy(&x, s + n - 8, 8);
+            if (plain_word(x)) {
+                memcpy(o + n - 8, &x, 8);
+                plain = n;
+            }
+        }
+    }
+    o += plain;
+    if (plain < n)
+        o = escape_rest(o, (const unsigned char *)s + plain);
+    *o++ = '"';
+    return o;
+}
+
+void jw_string(jsonw *w, const char *s)
+{
+    if (!s) {
+        jw_null(w);
+        return;
+    }
+    size_t n = strlen(s);
+    written_to(w, jwp_put_string(value_at(w, n * 6 + 2), s, n));
+}
+
+static const char two_digits[200] = "00010203040506070809101112131415161718192021222324"
+                                    "25262728293031323334353637383940414243444546474849"
+                                    "50515253545556575859606162636465666768697071727374"
+                                    "75767778798081828384858687888990919293949596979899";
+
+char *jwp_put_int(char *o, int64_t v)
+{
+    static const uint64_t powers[20] = {1u,
+                                        10u,
+                                        100u,
+                                        1000u,
+                                        10000u,
+                                        100000u,
+                                        1000000u,
+                                        10000000u,
+                                        100000000u,
+                                        1000000000u,
+                                        10000000000u,
+                                        100000000000u,
+                                        1000000000000u,
+                                        10000000000000u,
+                                        100000000000000u,
+                                        1000000000000000u,
+                                        10000000000000000u,
+                                        100000000000000000u,
+                                        1000000000000000000u,
+                                        10000000000000000000u};
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
     if (v < 0)
-        *--p = '-';
-    *n = (size_t)(end - p);
-    return p;
+        *o++ = '-';
+    int n = 1;
+    while (n < 20 && u >= powers[n])
+        n++;
+    char *p = o + n;
+    while (u >= 100) {
+        p -= 2;
+        memcpy(p, two_digits + u % 100 * 2, 2);
+        u /= 100;
+    }
+    if (u >= 10)
+        memcpy(p - 2, two_digits + u * 2, 2);
+    else
+        p[-1] = (char)('0' + u);
+    return o + n;
 }
 
 void jw_int(jsonw *w, int64_t v)
 {
-    separate(w);
-    char digits[24];
-    size_t n;
-    const char *p = int_digits(v, digits, &n);
-    put(w, p, n);
+    written_to(w, jwp_put_int(value_at(w, JW_INT_CHARS), v));
 }
 
 void jw_bool(jsonw *w, bool v)
 {
-    separate(w);
-    put(w, v ? "true" : "false", v ? 4 : 5);
+    char *o = value_at(w, 5);
+    if (v) {
+        memcpy(o, "true", 4);
+        o += 4;
+    } else {
+        memcpy(o, "false", 5);
+        o += 5;
+    }
+    written_to(w, o);
 }
 
 void jw_null(jsonw *w)
 {
-    separate(w);
-    put(w, "null", 4);
+    char *o = value_at(w, 4);
+    memcpy(o, "null", 4);
+    written_to(w, o + 4);
 }
 
 void jw_raw(jsonw *w, const char *json, const char *fallback)
 {
-    separate(w);
     const char *text = json ? json : fallback;
-    put(w, text, strlen(text));
+    size_t n = strlen(text);
+    char *o = value_at(w, n);
+    memcpy(o, text, n);
+    written_to(w, o + n);
 }
 
-void jw_member_string_n(jsonw *w, const char *key, size_t key_len, const char *s)
+char *jwp_put_id(char *o, const char *prefix, size_t prefix_len, uint64_t id)
 {
-    jw_key_n(w, key, key_len);
-    jw_string(w, s);
-}
-
-void jw_member_object(jsonw *w, const char *type)
-{
-    jw_member_string_n(w, "object", 6, type);
-    if (w->livemode >= 0) {
-        jw_key_n(w, "livemode", 8);
-        jw_bool(w, w->livemode);
-    }
-}
-
-void jw_member_int_n(jsonw *w, const char *key, size_t key_len, int64_t v)
-{
-    char digits[24];
-    size_t n;
-    const char *p = int_digits(v, digits, &n);
-    member_key(w, key, key_len, n);
-    memcpy(w->buf + w->len, p, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
-}
-
-/* A member whose value is n bytes of text that needs no escaping (an id, a time), quoted. */
-static void member_quoted(jsonw *w, const char *key, size_t key_len, const char *s, size_t n)
-{
-    member_key(w, key, key_len, n + 2);
-    char *o = w->buf + w->len;
+    _Static_assert(JW_ID_CHARS == ID_STR_MAX - 1 + 2, "an id and its quotes");
     *o++ = '"';
-    memcpy(o, s, n);
-    o += n;
-    *o++ = '"';
-    *o = '\0';
-    w->len = (size_t)(o - w->buf);
-}
-
-void jw_member_id_n(jsonw *w, const char *key, size_t key_len, const char *prefix, uint64_t id)
-{
-    if (!id) {
-        jw_key_n(w, key, key_len);
-        jw_null(w);
-        return;
+    if (prefix_len >= 1 && prefix_len <= ID_PREFIX_MAX) { /* else "", as id_format */
+        memcpy(o, prefix, prefix_len);
+        o += prefix_len;
+        *o++ = '_';
+        o = id_digits(id, o);
     }
-    char text[ID_STR_MAX];
-    id_format(id, prefix, text);
-    member_quoted(w, key, key_len, text, strlen(text));
+    *o++ = '"';
+    return o;
 }
 
-void jw_member_time_n(jsonw *w, const char *key, size_t key_len, int64_t unix_us)
+char *jwp_put_time(char *o, int64_t unix_us)
 {
-    char text[RFC3339_STR_MAX];
-    format_rfc3339_ms(unix_us, text);
-    member_quoted(w, key, key_len, text, strlen(text));
+    _Static_assert(JW_TIME_CHARS == RFC3339_MS_LEN + 2, "a time and its quotes");
+    *o++ = '"';
+    format_rfc3339_ms(unix_us, o);
+    o += RFC3339_MS_LEN;
+    *o++ = '"';
+    return o;
 }

@@ -56,19 +56,43 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* v as exactly n decimal digits, zero-padded (v < 10^n). */
-static void put_digits(char *out, int v, int n)
+/* "00" to "99": two digits at once. */
+static const char two_digits[200] = "00010203040506070809101112131415161718192021222324"
+                                    "25262728293031323334353637383940414243444546474849"
+                                    "50515253545556575859606162636465666768697071727374"
+                                    "75767778798081828384858687888990919293949596979899";
+
+static void put_two(char *out, int v)
 {
-    for (int i = n - 1; i >= 0; i--) {
-        out[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
+    memcpy(out, two_digits + 2 * v, 2);
+}
+
+/* The clamp of format_rfc3339_ms: 0000-01-01 and 10000-01-01, in days since 1970-01-01, as
+ * days_from_civil gives them (the unit test formats both ends of the range). */
+#define FIRST_DAY (-719528LL)
+#define END_DAY   2932897LL
+
+/* "YYYY-MM-DD" of a day since 1970-01-01 (FIRST_DAY <= day < END_DAY). */
+static void format_date(int64_t day, char out[10])
+{
+    int64_t y;
+    int m, d;
+    civil_from_days(day, &y, &m, &d);
+    put_two(out, (int)(y / 100));
+    put_two(out + 2, (int)(y % 100));
+    out[4] = '-';
+    put_two(out + 5, m);
+    out[7] = '-';
+    put_two(out + 8, d);
 }
 
 void format_rfc3339_ms(int64_t unix_us, char out[RFC3339_STR_MAX])
 {
-    const int64_t min_us = days_from_civil(0, 1, 1) * US_PER_DAY;
-    const int64_t max_us = days_from_civil(10000, 1, 1) * US_PER_DAY - 1;
+    /* a list page writes one per row, of rows mostly made the same day: each thread keeps the
+     * date it wrote last */
+    static _Thread_local int64_t last_day = INT64_MIN;
+    static _Thread_local char last_date[10];
+    const int64_t min_us = FIRST_DAY * US_PER_DAY, max_us = END_DAY * US_PER_DAY - 1;
     if (unix_us < min_us)
         unix_us = min_us;
     if (unix_us > max_us)
@@ -76,24 +100,22 @@ void format_rfc3339_ms(int64_t unix_us, char out[RFC3339_STR_MAX])
 
     int64_t days = floor_div(unix_us, US_PER_DAY);
     int64_t us_of_day = unix_us - days * US_PER_DAY;
-    int64_t y;
-    int m, d;
-    civil_from_days(days, &y, &m, &d);
-    int64_t secs = us_of_day / US_PER_SEC;
+    if (days != last_day) {
+        format_date(days, last_date);
+        last_day = days;
+    }
+    memcpy(out, last_date, 10);
     /* by hand: this runs for every row of a list page, and snprintf costs more than the rest */
-    put_digits(out, (int)y, 4);
-    out[4] = '-';
-    put_digits(out + 5, m, 2);
-    out[7] = '-';
-    put_digits(out + 8, d, 2);
+    int secs = (int)(us_of_day / US_PER_SEC), ms = (int)(us_of_day % US_PER_SEC / 1000);
     out[10] = 'T';
-    put_digits(out + 11, (int)(secs / 3600), 2);
+    put_two(out + 11, secs / 3600);
     out[13] = ':';
-    put_digits(out + 14, (int)(secs / 60 % 60), 2);
+    put_two(out + 14, secs / 60 % 60);
     out[16] = ':';
-    put_digits(out + 17, (int)(secs % 60), 2);
+    put_two(out + 17, secs % 60);
     out[19] = '.';
-    put_digits(out + 20, (int)(us_of_day % US_PER_SEC / 1000), 3);
+    out[20] = (char)('0' + ms / 100);
+    put_two(out + 21, ms % 100);
     out[23] = 'Z';
     out[24] = '\0';
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #define RFC3339_STR_MAX 32
+#define RFC3339_MS_LEN  24 /* what format_rfc3339_ms writes, always */
 
 int64_t now_us(void);       /* CLOCK_REALTIME */
 int64_t monotonic_ns(void); /* CLOCK_MONOTONIC */

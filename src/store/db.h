@@ -90,7 +90,7 @@ const char *db_last_error(db_conn *c);
 db_stmt *db_query(db_conn *c, const char *sql, const char *types, ...);
 db_status db_step(db_stmt *st);
 void db_done(db_stmt *st);
-int64_t db_int(db_stmt *st, int col);
+int64_t db_int(db_stmt *st, int col);      /* 0 for SQL NULL */
 const char *db_text(db_stmt *st, int col); /* NULL for SQL NULL; valid until the next step */
 bool db_is_null(db_stmt *st, int col);
 

@@ -125,6 +125,36 @@ static void test_wire_layout(void **state)
     assert_memory_equal(wire + 34, mac, 16);
 }
 
+/* The MAC is HMAC-SHA256 under the first key a process signs with (whose keyed blocks it keeps)
+ * and under any other, short or longer than a block, signed again and again. */
+static void test_mac_under_any_key(void **state)
+{
+    uint8_t keys[3][100];
+    size_t lens[3] = {sizeof KEY, 20, 100};
+    memcpy(keys[0], KEY, sizeof KEY);
+    for (size_t i = 0; i < 100; i++) {
+        keys[1][i] = (uint8_t)(i * 7 + 1);
+        keys[2][i] = (uint8_t)(255 - i);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 3; k++) {
+            page_cursor c = sample();
+            c.id += (uint64_t)round;
+            char s[CURSOR_STR_MAX];
+            uint8_t wire[64], mac[32];
+            size_t len;
+            unsigned int mac_len;
+            assert_int_equal(cursor_encode(keys[k], lens[k], &c, s), 0);
+            assert_int_equal(base64url_decode(s, wire, sizeof wire, &len), 0);
+            HMAC(EVP_sha256(), keys[k], (int)lens[k], wire, 34, mac, &mac_len);
+            assert_memory_equal(wire + 34, mac, 16);
+            page_cursor back;
+            assert_int_equal(cursor_decode(keys[k], lens[k], s, &back), 0);
+        }
+    }
+    (void)state;
+}
+
 static void test_every_flipped_bit_rejected(void **state)
 {
     page_cursor c = sample(), back;
@@ -288,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_base64url_strict),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_wire_layout),
+        cmocka_unit_test(test_mac_under_any_key),
         cmocka_unit_test(test_every_flipped_bit_rejected),
         cmocka_unit_test(test_every_changed_char_rejected),
         cmocka_unit_test(test_malformed_rejected),

@@ -178,6 +178,130 @@ static void test_members_write_ids_times_and_nulls(void **state)
     (void)state;
 }
 
+/* What the writer's escaping must give for ASCII text and stray bytes, a byte at a time. */
+static size_t reference_escape(const char *s, char *out)
+{
+    char *o = out;
+    *o++ = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            o += sprintf(o, "\\%c", *p);
+        else if (*p == '\n')
+            o += sprintf(o, "\\n");
+        else if (*p == '\r')
+            o += sprintf(o, "\\r");
+        else if (*p == '\t')
+            o += sprintf(o, "\\t");
+        else if (*p < 0x20)
+            o += sprintf(o, "\\u%04x", *p);
+        else if (*p >= 0x80)
+            o += sprintf(o, "\\ufffd"); /* only lone bytes here */
+        else
+            *o++ = (char)*p;
+    }
+    *o++ = '"';
+    *o = '\0';
+    return (size_t)(o - out);
+}
+
+/* Strings are checked 8 bytes at a time: a byte that needs escaping is found at every position
+ * of every length around those words, in a value and in a member. */
+static void test_escapes_found_at_every_position(void **state)
+{
+    static const char specials[] = {'"',  '\\', '\n', '\r', '\t',       0x01,
+                                    0x1f, 0x7f, ' ',  '~',  (char)0x80, (char)0xff};
+    for (size_t n = 0; n <= 26; n++) {
+        for (size_t at = 0; at < (n ? n : 1); at++) {
+            for (size_t k = 0; k < sizeof specials; k++) {
+                char s[32], want[256], got_member[300];
+                memset(s, 'a', n);
+                s[n] = '\0';
+                if (n)
+                    s[at] = specials[k];
+                reference_escape(s, want);
+                jsonw w;
+                jw_init(&w);
+                jw_string(&w, s);
+                char *text = jw_take(&w, NULL);
+                assert_string_equal(text, want);
+                free(text);
+                jw_object_begin(&w);
+                jw_member_string(&w, "k", s);
+                jw_object_end(&w);
+                text = jw_take(&w, NULL);
+                snprintf(got_member, sizeof got_member, "{\"k\":%s}", want);
+                assert_string_equal(text, got_member);
+                free(text);
+            }
+        }
+    }
+    (void)state;
+}
+
+/* Every count of digits, both signs and both ends of int64, as a value and as a member. */
+static void test_integers_of_every_length(void **state)
+{
+    int64_t values[128];
+    size_t count = 0;
+    values[count++] = 0;
+    values[count++] = INT64_MAX;
+    values[count++] = INT64_MIN;
+    for (int64_t p = 1;; p *= 10) { /* 10^0 to 10^18 */
+        int64_t near[] = {p - 1, p, p + 1};
+        for (int i = 0; i < 3; i++) {
+            values[count++] = near[i];
+            values[count++] = -near[i];
+        }
+        if (p > INT64_MAX / 10)
+            break;
+    }
+    for (size_t i = 0; i < count; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "[%lld,{\"n\":%lld}]", (long long)values[i],
+                 (long long)values[i]);
+        jsonw w;
+        jw_init(&w);
+        jw_array_begin(&w);
+        jw_int(&w, values[i]);
+        jw_object_begin(&w);
+        jw_member_int(&w, "n", values[i]);
+        jw_object_end(&w);
+        jw_array_end(&w);
+        char *text = jw_take(&w, NULL);
+        assert_string_equal(text, want);
+        free(text);
+    }
+    (void)state;
+}
+
+/* A row's "object" member, then its mode when the writer has one (docs/modes.md). */
+static void test_object_member_says_the_mode(void **state)
+{
+    static const struct {
+        int mode; /* -1: a writer without one */
+        const char *want;
+    } cases[] = {
+        {-1, "{\"object\":\"payment\",\"id\":1}"},
+        {0, "{\"object\":\"payment\",\"livemode\":false,\"id\":1}"},
+        {1, "{\"object\":\"payment\",\"livemode\":true,\"id\":1}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        jsonw w;
+        if (cases[i].mode < 0)
+            jw_init(&w);
+        else
+            jw_init_mode(&w, cases[i].mode);
+        jw_object_begin(&w);
+        jw_member_object(&w, "payment");
+        jw_member_int(&w, "id", 1);
+        jw_object_end(&w);
+        char *text = jw_take(&w, NULL);
+        assert_string_equal(text, cases[i].want);
+        free(text);
+    }
+    (void)state;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +311,9 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_is_replaced),
         cmocka_unit_test(test_members_write_ids_times_and_nulls),
         cmocka_unit_test(test_reopened_object_takes_more_members),
+        cmocka_unit_test(test_escapes_found_at_every_position),
+        cmocka_unit_test(test_integers_of_every_length),
+        cmocka_unit_test(test_object_member_says_the_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

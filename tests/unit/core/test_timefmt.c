@@ -134,6 +134,28 @@ static void test_round_trip(void **state)
     }
 }
 
+/* Each thread keeps the date it wrote last: times of one day, of the days around it, and back
+ * again each read the right date, in both directions and across a month, a year and 1970. */
+static void test_date_kept_between_calls(void **state)
+{
+    static const int64_t starts[] = {-86400000000LL * 3, 1767225600000000LL - 86400000000LL * 2,
+                                     951782400000000LL - 86400000000LL};
+    for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+        for (int step = 0; step < 2 * 24 * 5; step++) {
+            /* half-hours forward over five days, each followed by one from the first day */
+            int64_t times[2] = {starts[s] + step * 1800000000LL + 123000,
+                                starts[s] + step % 48 * 1800000000LL};
+            for (int k = 0; k < 2; k++) {
+                char text[RFC3339_STR_MAX];
+                int64_t back;
+                format_rfc3339_ms(times[k], text);
+                assert_int_equal(parse_rfc3339(text, &back), 0);
+                assert_int_equal(back, times[k]);
+            }
+        }
+    }
+}
+
 static void test_clocks(void **state)
 {
     int64_t wall = now_us();
@@ -147,8 +169,11 @@ static void test_clocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_format_known),  cmocka_unit_test(test_parse_known),
-        cmocka_unit_test(test_parse_rejects), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_format_known),
+        cmocka_unit_test(test_parse_known),
+        cmocka_unit_test(test_parse_rejects),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_date_kept_between_calls),
         cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
