@@ -2,7 +2,9 @@
 """Two payd builds in alternating rounds, pinned as `make bench` is (wrk with one thread on
 CPU 0, payd on CPU 1), each on a fresh SQLite database with its access log on: fresh-key
 payments, GET of one payment, and an account's list page (limit 20), 4 s each. One line per
-build per round; compare within a round, over several rounds.
+build per round, each row's requests per second and payd's own CPU time per request (its utime
+and stime from /proc over the wrk run, divided by the requests served: a figure a neighbour's
+load moves much less than requests per second); compare within a round, over several rounds.
 
     python3 bench/ab_builds.py OLD_PAYD NEW_PAYD [ROUNDS]
 
@@ -23,12 +25,22 @@ from local_payd import bench_user_and_account, free_port, wait_ready  # noqa: E4
 WRK_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
 
 
-def wrk(port, script, env, seconds=4):
+def cpu_seconds(pid):
+    """payd's user and system CPU time so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(pid, port, script, env, seconds=4):
+    """(requests per second, payd's CPU µs per request) of one pinned wrk run."""
+    before = cpu_seconds(pid)
     out = subprocess.run(["taskset", "-c", "0", "wrk", "-t1", "-c64", f"-d{seconds}s", "-s",
                           os.path.join(WRK_SCRIPTS, script), f"http://127.0.0.1:{port}/"],
                          env=dict(os.environ, **env), capture_output=True, text=True,
                          timeout=60).stdout
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    used = cpu_seconds(pid) - before
+    served = int(re.search(r"(\d+) requests in", out).group(1))
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), used / served * 1e6
 
 
 def one_run(binary, label):
@@ -43,15 +55,16 @@ def one_run(binary, label):
         wait_ready(port, "ab_builds")
         env = {"BENCH_API_KEY": user["api_key"], "BENCH_ACCOUNT": account["id"],
                "BENCH_NONCE": str(time.time())}
-        payments = wrk(port, "post_payments.lua", env)
+        payments = wrk(payd.pid, port, "post_payments.lua", env)
         list_path = f"/v1/accounts/{account['id']}/payments?limit=20"
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         c.request("GET", list_path, headers={"Authorization": "Bearer " + user["api_key"]})
         payment = json.loads(c.getresponse().read())["data"][0]["id"]
-        get = wrk(port, "get.lua", dict(env, BENCH_PATH=f"/v1/payments/{payment}"))
-        page = wrk(port, "get.lua", dict(env, BENCH_PATH=list_path))
-        print(f"{label}: payments {payments:,.0f}/s, GET {get:,.0f}/s, list page {page:,.0f}/s",
-              flush=True)
+        get = wrk(payd.pid, port, "get.lua", dict(env, BENCH_PATH=f"/v1/payments/{payment}"))
+        page = wrk(payd.pid, port, "get.lua", dict(env, BENCH_PATH=list_path))
+        rows = [("payments", payments), ("GET", get), ("list page", page)]
+        print(f"{label}: " + ", ".join(f"{name} {rate:,.0f}/s {cpu:.1f} µs"
+                                        for name, (rate, cpu) in rows), flush=True)
     finally:
         payd.terminate()
         payd.wait()

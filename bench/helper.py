@@ -550,9 +550,9 @@ def cmd_render(results_path, out_path):
               f"({fmt(gc.get('jobs'))} jobs in {fmt(gc.get('batches'))} commits).")
     p, q = rs.get("payments_gc"), rs.get("payments_nogc")
     if p and q and p.get("rps") and q.get("rps"):
-        w(f"**Payments:** {p['rps'] / q['rps']:.1f}× faster batched. A payment is three write "
-          "jobs (claim the key, the simulated processor's charge record, the payment with its "
-          "stored answer) plus reads.")
+        w(f"**Payments:** {p['rps'] / q['rps']:.1f}× faster batched. A payment is one write job "
+          "(the key's claim, the builtin processor's charge and the payment with its stored "
+          "answer: docs/architecture.md, \"One commit for a local charge\") plus reads.")
     w("")
 
     pg = rs.get("pagination")

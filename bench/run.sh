@@ -284,7 +284,7 @@ EOF
 
 note "rate limiter microbenchmark"
 if run cc -O2 -I"$ROOT/src" "$BENCH/limiter_bench.c" "$ROOT/build/libpaydserver.a" \
-  "$ROOT/build/libpaydcore.a" -lmicrohttpd -ljansson -lsqlite3 -lpq -lhiredis -lcurl -lssl -lcrypto \
+  "$ROOT/build/libpaydcore.a" -lmicrohttpd -ljansson -lsqlite3 -lpq -lhiredis -lcurl -lgnutls -lssl -lcrypto \
   -lpthread -o "$WORK/limiter_bench" 2>"$WORK/limiter_bench.log"; then
   "${H[@]}" record "$RESULTS" limiter "$(run "$WORK/limiter_bench")"
 else
