@@ -446,9 +446,10 @@ static step_result recorded(request *req, void *arg)
     payment *p = arg;
     write_result r = req->write_result;
     if (p->charge_in_write) {
-        /* nothing kept means nothing charged: the charge was one of the job's writes, and a
-         * refusal took back a charge the job made (charge_and_record) */
-        if (r == WRITE_OK && req->error != ERR_BALANCE_LIMIT_EXCEEDED)
+        /* nothing kept means nothing charged: the charge was one of the job's writes; a
+         * refusal took back a charge the job made, or left an earlier one to the recoverer
+         * (charge_and_record). The charge this job made is counted once, approved or declined */
+        if (r == WRITE_OK && (req->error == ERR_NONE || req->error == ERR_CARD_DECLINED))
             processor_count_charge_in_write(request_processor(req), p->charge, p->charge_created);
         if (r != WRITE_OK)
             reply_not_stored(req, r, "payment", "Idempotency-Key");

@@ -98,9 +98,11 @@ def test_batch_buckets_reach_max_batch(fresh_server, max_batch, top):
 
 
 def test_the_builtin_charge_commits_without_an_fsync_of_its_own(fresh_server):
-    """On SQLite each payment's builtin charge commits unsynced (the payment's record, synced
-    after it, makes it durable): one charge alone in its batch per payment made one at a time.
-    PostgreSQL commits every batch synced."""
+    """A payment through the builtin processor without an order is one write job, its charge
+    committed with it (docs/architecture.md, "One commit for a local charge"): no unsynced
+    commit. One for an order takes the three-commit path, and on SQLite its charge commits
+    unsynced (the payment's record, synced after it, makes it durable): one charge alone in its
+    batch per payment made one at a time. PostgreSQL commits every batch synced."""
     s = fresh_server()
     user = s.create_user()
     acct = user.create_account()
@@ -108,8 +110,16 @@ def test_the_builtin_charge_commits_without_an_fsync_of_its_own(fresh_server):
     for _ in range(3):
         r = user.pay(acct)
         assert r.status == 201, r
+    plain = samples(scrape(s))["payd_store_unsynced_commits_total"]
+    assert plain - before == 0
+    for i in range(3):
+        order = user.post("/v1/orders", {"external_order_id": f"unsynced-{i}", "amount": 1000,
+                                         "currency": "USD"})
+        assert order.status == 201, order
+        r = user.pay(acct, order_id=order.json["id"])
+        assert r.status == 201, r
     after = samples(scrape(s))["payd_store_unsynced_commits_total"]
-    assert after - before == (3 if BACKEND == "sqlite" else 0)
+    assert after - plain == (3 if BACKEND == "sqlite" else 0)
 
 
 def test_checkpoints_are_counted(fresh_server):
