@@ -76,7 +76,8 @@ typedef struct charge_job {
     bool slow;                /* tok_slow: answers late (after the timeout when it is short) */
     bool hold;                /* authorize only (docs/api.md §17): status 'authorized' */
     int64_t timeout_ms;
-    bool created; /* this call made the charge (false: an earlier call did) */
+    bool created;     /* this call made the charge (false: an earlier call did) */
+    db_status failed; /* what a failed record met (sim_charge_in_write answers with it) */
     proc_result result;
     sim_charge_done done; /* sim_charge_start */
     void *done_arg;
@@ -102,13 +103,14 @@ static write_result record_charge(db_conn *db, void *arg)
     char id[48];
     new_id("ch", id);
     const char *status = j->decline_code ? "declined" : j->hold ? "authorized" : "succeeded";
-    if (db_exec(db,
-                "INSERT INTO processor_charges (processor_key, charge_id, status, decline_code, "
-                "amount, currency, source, created_at, captured) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-                "ON CONFLICT (processor_key) DO NOTHING",
-                "ssssissii", j->key, id, status, j->decline_code, j->amount, j->currency, j->source,
-                now_us(), !j->decline_code && !j->hold ? j->amount : (int64_t)0) != DB_DONE)
+    j->failed = db_exec(db,
+                        "INSERT INTO processor_charges (processor_key, charge_id, status, "
+                        "decline_code, amount, currency, source, created_at, captured) "
+                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+                        "ON CONFLICT (processor_key) DO NOTHING",
+                        "ssssissii", j->key, id, status, j->decline_code, j->amount, j->currency,
+                        j->source, now_us(), !j->decline_code && !j->hold ? j->amount : (int64_t)0);
+    if (j->failed != DB_DONE)
         return SIM_WRITE_FAILED;
     j->created = db_changes(db) == 1;
     if (j->created) { /* what was just written is the answer */
@@ -123,11 +125,12 @@ static write_result record_charge(db_conn *db, void *arg)
                            "SELECT charge_id, status, decline_code FROM processor_charges "
                            "WHERE processor_key = $1",
                            "s", j->key);
-    write_result rc = db_step(st) == DB_ROW ? WRITE_OK : SIM_WRITE_FAILED;
-    if (rc == WRITE_OK)
+    db_status found = db_step(st);
+    if (found == DB_ROW)
         read_charge(st, &j->result);
     db_done(st);
-    return rc;
+    j->failed = found == DB_ROW ? DB_DONE : found == DB_DONE ? DB_ERROR : found;
+    return found == DB_ROW ? WRITE_OK : SIM_WRITE_FAILED;
 }
 
 /* The test tokens of §5 that decide before any charge: the card's answer, or no answer. */
@@ -238,15 +241,15 @@ write_result sim_charge_in_write(db_conn *db, const char *key, int64_t amount, c
     write_result rc = record_charge(db, &j);
     *out = rc == WRITE_OK ? j.result : (proc_result){.status = PROC_UNAVAILABLE};
     *created = j.created;
-    return rc;
+    /* in the caller's job a failure is its database's: a deadlock runs the job again, an outage
+     * is a 503 database_unavailable (not a processor's unavailability, as for a job of its own) */
+    return rc == WRITE_OK ? WRITE_OK : write_result_of_db(j.failed);
 }
 
 write_result sim_withdraw_charge_in_write(db_conn *db, const char *key)
 {
-    return db_exec(db, "DELETE FROM processor_charges WHERE processor_key = $1", "s", key) ==
-                   DB_DONE
-               ? WRITE_OK
-               : SIM_WRITE_FAILED;
+    return write_result_of_db(
+        db_exec(db, "DELETE FROM processor_charges WHERE processor_key = $1", "s", key));
 }
 
 void sim_count_charge(bool created)
