@@ -250,16 +250,20 @@ static write_result claim_lost(db_conn *db, claim_job *j)
     return WRITE_OK;
 }
 
+/* A new operation takes the newest scheme the fleet knows; an operation that goes on keeps the
+ * scheme it began under, as its charge may already be made under that key. */
+static int newest_scheme(const app *a)
+{
+    return app_orders_processor_keys(a) ? PROCESSOR_KEY_TIME_ORDERED : PROCESSOR_KEY_HASHED;
+}
+
 static write_result claim(db_conn *db, void *arg)
 {
     claim_job *j = arg;
     request *req = j->req;
     idem_claim *c = req->idem;
     int64_t user = (int64_t)req->user.id;
-    /* a new operation takes the newest scheme the fleet knows; an operation that goes on keeps
-     * the scheme it began under, as its charge may already be made under that key */
-    int new_scheme =
-        app_orders_processor_keys(req->app) ? PROCESSOR_KEY_TIME_ORDERED : PROCESSOR_KEY_HASHED;
+    int new_scheme = newest_scheme(req->app);
     db_status rc = db_exec(db,
                            "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
                            "path, request_body, state, claimed_at, locked_at, fence, generation, "
@@ -402,22 +406,30 @@ static write_result fenced_result(int rc)
  * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
  * event. The request's body goes: only the recoverer reads it, and only of an open key (a retry
  * is judged by the fingerprint; a re-claim writes its own). */
+static uint64_t answer_event(request *req)
+{
+    return app_answers_by_event(req->app) ? req->resp_event : 0;
+}
+
+static const char *answer_body(request *req, uint64_t event)
+{
+    return event                 ? NULL
+           : req->resp_kept_body ? req->resp_kept_body
+           : req->resp_body      ? req->resp_body
+                                 : "";
+}
+
 static write_result store_response(db_conn *db, request *req)
 {
-    const char *location = response_header(req, "Location");
-    uint64_t event = app_answers_by_event(req->app) ? req->resp_event : 0;
+    uint64_t event = answer_event(req);
     return FENCED_WRITE(db,
                         "UPDATE idempotency_keys SET state = 'completed', locked_at = 0, "
                         "request_body = NULL, response_status = $3, response_location = $4, "
                         "response_body = $5, response_event = $7 WHERE user_id = $1 AND idem_key = "
                         "$2 AND fence = $6",
                         "isissiz", (int64_t)req->user.id, req->idem->key, (int64_t)req->status,
-                        location,
-                        event                 ? NULL
-                        : req->resp_kept_body ? req->resp_kept_body
-                        : req->resp_body      ? req->resp_body
-                                              : "",
-                        req->idem->fence, (int64_t)event);
+                        response_header(req, "Location"), answer_body(req, event), req->idem->fence,
+                        (int64_t)event);
 }
 
 typedef struct settle_job {
@@ -501,7 +513,66 @@ typedef struct commit_job {
     void *next_ctx;
     bool claiming;   /* the key is claimed in this job, before fn (claim_in_write) */
     claim_job claim; /* then: what the claim found */
+    bool key_at_end; /* ... and no row held it: the row is written once, after fn */
 } commit_job;
+
+/* A claim in the job that answers it. When no row holds the key, nothing is written yet: the
+ * row is inserted once at the end, with the answer (write_key_once), instead of a claim the
+ * answer then updates; a key that has a row takes the claim's usual path (claim). */
+static write_result claim_or_defer(db_conn *db, commit_job *j)
+{
+    request *req = j->req;
+    idem_claim *c = req->idem;
+    db_stmt *st =
+        db_query(db, "SELECT 1 FROM idempotency_keys WHERE user_id = $1 AND idem_key = $2", "is",
+                 (int64_t)req->user.id, c->key);
+    db_status rc = db_step(st);
+    db_done(st);
+    j->key_at_end = rc == DB_DONE;
+    if (rc == DB_ROW)
+        return claim(db, &j->claim);
+    if (rc != DB_DONE)
+        return write_result_of_db(rc);
+    c->claimed_at = c->fence = c->generation = j->claim.now;
+    c->processor_key_scheme = newest_scheme(req->app);
+    j->claim.verdict = KEY_ABSENT;
+    return WRITE_OK;
+}
+
+/* The deferred claim's one write: the key completed with its answer, or started when the
+ * answer is settled after the commit (a release or an unlock, idem_finish), as claim writes
+ * it. A row another request inserted meanwhile (PostgreSQL) runs the job again, which then
+ * answers as that row says. */
+static write_result write_key_once(db_conn *db, request *req, bool with_answer)
+{
+    idem_claim *c = req->idem;
+    db_status rc;
+    if (with_answer) {
+        uint64_t event = answer_event(req);
+        rc = db_exec(db,
+                     "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, path, "
+                     "state, claimed_at, locked_at, fence, generation, processor_key_scheme, "
+                     "response_status, response_location, response_body, response_event) "
+                     "VALUES ($1, $2, $3, $4, $5, 'completed', $6, 0, $6, $6, $7, $8, $9, $10, "
+                     "$11) ON CONFLICT (user_id, idem_key) DO NOTHING",
+                     "issssiiissz", (int64_t)req->user.id, c->key, c->fingerprint, req->method,
+                     req->path, c->claimed_at, (int64_t)c->processor_key_scheme,
+                     (int64_t)req->status, response_header(req, "Location"),
+                     answer_body(req, event), (int64_t)event);
+    } else {
+        rc = db_exec(db,
+                     "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
+                     "path, request_body, state, claimed_at, locked_at, fence, generation, "
+                     "processor_key_scheme) "
+                     "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7, $7, $7, $8) "
+                     "ON CONFLICT (user_id, idem_key) DO NOTHING",
+                     "isssssii", (int64_t)req->user.id, c->key, c->fingerprint, req->method,
+                     req->path, c->canonical_body, c->claimed_at, (int64_t)c->processor_key_scheme);
+    }
+    if (rc != DB_DONE)
+        return write_result_of_db(rc);
+    return db_changes(db) == 1 ? WRITE_OK : WRITE_RETRY;
+}
 
 /* The fence first, before the job's writes: no takeover can slip between this check and the
  * commit, and a stale holder keeps nothing (its job fails FENCED, whatever its later writes
@@ -533,7 +604,7 @@ static write_result commit_with_response(db_conn *db, void *arg)
          * leaves nothing written (WRITE_REFUSED), and a failure of fn undoes the claim too */
         row_free(&j->claim.row); /* a batch run again runs the claim again */
         j->claim.now = now_us();
-        write_result rc = claim(db, &j->claim);
+        write_result rc = claim_or_defer(db, j);
         if (rc != WRITE_OK)
             return rc;
         if (!claimable(j->claim.verdict))
@@ -545,10 +616,16 @@ static write_result commit_with_response(db_conn *db, void *arg)
             return rc;
     }
     write_result rc = j->fn(db, j->ctx);
-    if (rc != WRITE_OK || !req->idem || !req->status)
+    if (rc != WRITE_OK || !req->idem)
         return rc;
     key_disposition what = req->error == ERR_NONE ? KEY_STORE : problem_lookup(req->error)->key;
-    if (what != KEY_STORE)
+    bool answered = req->status && what == KEY_STORE;
+    if (j->claiming && j->key_at_end) {
+        rc = write_key_once(db, req, answered);
+        req->resp_recorded = rc == WRITE_OK && answered;
+        return rc;
+    }
+    if (!answered)
         return rc;
     rc = store_response(db, req);
     if (rc != WRITE_OK)

@@ -247,6 +247,16 @@ def test_builtin_charge_commits_with_its_payment(alice):
     ours = ", ".join(f"'{k}'" for k in keys + [keys[0] + "-declined"])
     assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key IN ({ours}) "
                  "AND state = 'completed'") == 11
+    # each key's row is written once, whole: what a replay, the recoverer and the sweeper read
+    assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key IN ({ours}) "
+                 "AND method = 'POST' AND path = '/v1/payments' AND request_body IS NULL "
+                 "AND locked_at = 0 AND fence = claimed_at AND generation = claimed_at "
+                 "AND ((response_status = 201 AND response_location = "
+                 "'/v1/payments/' || substr(response_location, 14)) "
+                 "OR (response_status = 402 AND response_location IS NULL))") == 11
+    for r in answers:
+        assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE "
+                     f"response_location = '/v1/payments/{r.json['id']}'") == 1
     assert [count("SELECT COUNT(*) FROM processor_charges") - rows_before[0],
             count("SELECT COUNT(*) FROM payments") - rows_before[1]] == [11, 11]
     ids = ", ".join(f"'{r.json['processor_charge_id']}'" for r in answers)
