@@ -257,6 +257,20 @@ static int newest_scheme(const app *a)
     return app_orders_processor_keys(a) ? PROCESSOR_KEY_TIME_ORDERED : PROCESSOR_KEY_HASHED;
 }
 
+/* A key's row as a new claim writes it, unless a row holds the key (db_changes: 0). */
+static db_status insert_started_key(db_conn *db, request *req, int64_t at, int scheme)
+{
+    idem_claim *c = req->idem;
+    return db_exec(db,
+                   "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, path, "
+                   "request_body, state, claimed_at, locked_at, fence, generation, "
+                   "processor_key_scheme) "
+                   "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7, $7, $7, $8) "
+                   "ON CONFLICT (user_id, idem_key) DO NOTHING",
+                   "isssssii", (int64_t)req->user.id, c->key, c->fingerprint, req->method,
+                   req->path, c->canonical_body, at, (int64_t)scheme);
+}
+
 static write_result claim(db_conn *db, void *arg)
 {
     claim_job *j = arg;
@@ -264,14 +278,7 @@ static write_result claim(db_conn *db, void *arg)
     idem_claim *c = req->idem;
     int64_t user = (int64_t)req->user.id;
     int new_scheme = newest_scheme(req->app);
-    db_status rc = db_exec(db,
-                           "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
-                           "path, request_body, state, claimed_at, locked_at, fence, generation, "
-                           "processor_key_scheme) "
-                           "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7, $7, $7, $8) "
-                           "ON CONFLICT (user_id, idem_key) DO NOTHING",
-                           "isssssii", user, c->key, c->fingerprint, req->method, req->path,
-                           c->canonical_body, j->now, (int64_t)new_scheme);
+    db_status rc = insert_started_key(db, req, j->now, new_scheme);
     if (rc != DB_DONE)
         return write_result_of_db(rc);
     if (db_changes(db) == 1) {
@@ -400,12 +407,8 @@ static write_result fenced_result(int rc)
     return rc == WRITE_FENCED ? WRITE_FENCED : write_result_of_db((db_status)rc);
 }
 
-/* The answer is stored with the key (or what the handler chose to keep instead of it: a create
- * that shows a secret keeps its answer without the secret). When an event of the same job recorded
- * this very body as its data (a payment's 201), the key names that event instead of keeping a
- * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
- * event. The request's body goes: only the recoverer reads it, and only of an open key (a retry
- * is judged by the fingerprint; a re-claim writes its own). */
+/* What a key stores of its answer (store_response, write_key_once): the event that holds it,
+ * when the key may name one, or else the body. */
 static uint64_t answer_event(request *req)
 {
     return app_answers_by_event(req->app) ? req->resp_event : 0;
@@ -419,6 +422,12 @@ static const char *answer_body(request *req, uint64_t event)
                                  : "";
 }
 
+/* The answer is stored with the key (or what the handler chose to keep instead of it: a create
+ * that shows a secret keeps its answer without the secret). When an event of the same job recorded
+ * this very body as its data (a payment's 201), the key names that event instead of keeping a
+ * second copy (app_answers_by_event says when that is safe); a replay reads the body from the
+ * event. The request's body goes: only the recoverer reads it, and only of an open key (a retry
+ * is judged by the fingerprint; a re-claim writes its own). */
 static write_result store_response(db_conn *db, request *req)
 {
     uint64_t event = answer_event(req);
@@ -560,14 +569,7 @@ static write_result write_key_once(db_conn *db, request *req, bool with_answer)
                      (int64_t)req->status, response_header(req, "Location"),
                      answer_body(req, event), (int64_t)event);
     } else {
-        rc = db_exec(db,
-                     "INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, method, "
-                     "path, request_body, state, claimed_at, locked_at, fence, generation, "
-                     "processor_key_scheme) "
-                     "VALUES ($1, $2, $3, $4, $5, $6, 'started', $7, $7, $7, $7, $8) "
-                     "ON CONFLICT (user_id, idem_key) DO NOTHING",
-                     "isssssii", (int64_t)req->user.id, c->key, c->fingerprint, req->method,
-                     req->path, c->canonical_body, c->claimed_at, (int64_t)c->processor_key_scheme);
+        rc = insert_started_key(db, req, c->claimed_at, c->processor_key_scheme);
     }
     if (rc != DB_DONE)
         return write_result_of_db(rc);

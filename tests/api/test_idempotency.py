@@ -251,8 +251,7 @@ def test_builtin_charge_commits_with_its_payment(alice):
     assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE idem_key IN ({ours}) "
                  "AND method = 'POST' AND path = '/v1/payments' AND request_body IS NULL "
                  "AND locked_at = 0 AND fence = claimed_at AND generation = claimed_at "
-                 "AND ((response_status = 201 AND response_location = "
-                 "'/v1/payments/' || substr(response_location, 14)) "
+                 "AND (response_status = 201 "
                  "OR (response_status = 402 AND response_location IS NULL))") == 11
     for r in answers:
         assert count(f"SELECT COUNT(*) FROM idempotency_keys WHERE "
