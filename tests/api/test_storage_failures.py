@@ -272,3 +272,57 @@ def test_full_disk_answers_503_everywhere_and_readyz_follows(tmp_path):
         if subprocess.run(["umount", where]).returncode != 0:
             subprocess.run(["umount", "-l", where], check=False)
         shutil.rmtree(where, ignore_errors=True)
+
+
+def test_takeover_of_a_charged_key_at_the_limit_leaves_the_void_to_the_recoverer(fresh_server):
+    """A payment through the builtin processor charges in its own write job, which takes its
+    own charge back when the balance cannot take the payment. A charge an earlier holder of the
+    key made is not the job's to take back: the holder crashed after charging, the retry takes
+    the key over and finds the balance at its limit. It answers 503 and leaves the key in doubt;
+    the recoverer voids the charge and stores the refusal, which the next retry replays."""
+    server = fresh_server(env={"PAYD_FAULT": "crash-after-charge"})
+    user = server.create_user("takeover")
+    account = user.create_account()
+    near = INT64_MAX - 500
+    set_balance_while_stopped(server, account, near)
+    idem = key()
+    with pytest.raises(Exception):
+        user.pay(account, amount=1000, idem=idem)  # charged, then the process dies
+    server.proc.wait(10)
+    crashed_at = time.time()
+    assert server.sql("SELECT COUNT(*) FROM processor_charges") == 1
+    assert server.sql("SELECT COUNT(*) FROM payments") == 0
+
+    # no recoverer pass after the one at start-up, which comes before the lock times out: the
+    # retry is the one to take the key over
+    lock_s = 3
+    server.log.close()
+    server.env.pop("PAYD_FAULT")
+    server.args = ["--idempotency-lock-timeout", f"{lock_s}s", "--processor-timeout", "500ms",
+                   "--recovery-interval", "1h"]
+    server.start(server.port)
+    time.sleep(max(0.0, crashed_at + lock_s + 0.5 - time.time()))
+    r = user.pay(account, amount=1000, idem=idem)
+    assert r.status == 503 and r.json["code"] == "processor_unavailable", r
+    assert r.header("Retry-After"), r
+    state = "SELECT state FROM idempotency_keys WHERE idem_key = '%s'" % idem
+    assert server.sql(state) in ("started", "in_doubt")
+    assert server.sql("SELECT COUNT(*) FROM processor_charges") == 1  # no second charge
+    assert server.sql("SELECT COUNT(*) FROM processor_refunds") == 0  # nor a void yet
+    assert balance(server, account) == near
+
+    # the recoverer settles it: the charge voided, the refusal stored with the key
+    server.stop()
+    server.args[-1] = "200ms"
+    server.start(server.port)
+    deadline = time.time() + 15
+    while time.time() < deadline and server.sql(state) != "completed":
+        time.sleep(0.2)
+    assert server.sql(state) == "completed", server.read_log()[-2000:]
+    assert server.sql("SELECT COUNT(*) FROM processor_refunds r JOIN processor_charges c "
+                      "ON r.charge_id = c.charge_id WHERE r.amount = c.amount") == 1
+    again = user.pay(account, amount=1000, idem=idem)
+    assert again.status == 409 and again.json["code"] == "balance_limit_exceeded", again
+    assert again.header("Idempotent-Replayed") == "true"
+    assert server.sql("SELECT COUNT(*) FROM payments") == 0
+    assert balance(server, account) == near
