@@ -245,8 +245,8 @@ static write_result revoke_key(db_conn *db, void *arg)
 {
     revoke_job *job = arg;
     db_stmt *st = api_key_revoke(db, job->key_id, job->user, now_us());
-    if (!st) /* read as a constraint would be, as it always was */
-        return WRITE_CONFLICT;
+    if (!st) /* the update or its read failed: a database error, not a refusal */
+        return WRITE_FAILED;
     resource_answer_get(job->req, &api_key_resource, st);
     return WRITE_OK;
 }
