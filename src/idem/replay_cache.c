@@ -16,6 +16,7 @@
 
 #include "core/canonical.h"
 #include "core/idem_key.h"
+#include "core/livemode.h"
 #include "core/timefmt.h"
 #include "node/app.h"
 #include "node/metrics.h"
@@ -32,6 +33,7 @@ typedef struct cached_answer {
     int status;
     char *location, *body;
     size_t len;
+    bool says_mode; /* body is marked with its user's mode already (docs/modes.md) */
 } cached_answer;
 
 static cached_answer slots[SLOTS];
@@ -82,6 +84,7 @@ bool replay_cache_answer(request *req, const char *body, size_t len)
                !memcmp(e->digest, req->body_digest, 32) && now_us() < e->until;
     if (hit) {
         reply_raw(req, e->status, e->body, e->len);
+        req->resp_says_mode = e->says_mode;
         if (e->location)
             reply_header(req, "Location", e->location);
     }
@@ -102,13 +105,18 @@ void replay_cache_keep(request *req, const char *key, int64_t expires_at, int st
     pthread_once(&once, init_locks);
     unsigned slot = slot_of(req->user.id, key);
     pthread_mutex_t *lock = &locks[slot % LOCKS];
+    /* A stored answer is kept without its mode and marked on its way out (docs/modes.md): an
+     * entry holds it marked, once, with its user's mode, so its replays are not scanned again */
+    size_t len = body ? strlen(body) : 0, marked_len = 0;
+    char *marked = len ? json_mark_livemode(body, len, !req->user.test, &marked_len) : NULL;
     cached_answer fresh = {.user = req->user.id,
                            .key = strdup(key),
                            .until = keep_until,
                            .status = status,
                            .location = location ? strdup(location) : NULL,
-                           .body = strdup(body ? body : ""),
-                           .len = body ? strlen(body) : 0};
+                           .body = marked ? marked : strdup(body ? body : ""),
+                           .len = marked ? marked_len : len,
+                           .says_mode = marked != NULL};
     memcpy(fresh.digest, req->body_digest, 32);
     pthread_mutex_lock(lock);
     cached_answer old = slots[slot];
