@@ -293,9 +293,10 @@ def test_takeover_of_a_charged_key_at_the_limit_leaves_the_void_to_the_recoverer
     assert server.sql("SELECT COUNT(*) FROM processor_charges") == 1
     assert server.sql("SELECT COUNT(*) FROM payments") == 0
 
-    # no recoverer pass after the one at start-up, which comes before the lock times out: the
-    # retry is the one to take the key over
-    lock_s = 3
+    # no recoverer pass after the one at start-up, which comes well before the lock times out
+    # (a start-up takes a second or two on a busy machine): the retry is the one to take the
+    # key over
+    lock_s = 6
     server.log.close()
     server.env.pop("PAYD_FAULT")
     server.args = ["--idempotency-lock-timeout", f"{lock_s}s", "--processor-timeout", "500ms",
