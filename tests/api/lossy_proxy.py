@@ -6,12 +6,13 @@ import threading
 
 
 def read_request(conn):
-    """One whole HTTP request from a socket: its head, then Content-Length bytes of body."""
+    """One whole HTTP request from a socket: its head, then Content-Length bytes of body; None
+    when the peer closes before the request is whole."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
         if not chunk:
-            return data
+            return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     length = 0
@@ -22,7 +23,7 @@ def read_request(conn):
     while len(body) < length:
         chunk = conn.recv(65536)
         if not chunk:
-            break
+            return None
         body += chunk
     return head + b"\r\n\r\n" + body
 
@@ -49,8 +50,12 @@ class AnswerDroppingProxy:
     def relay(self, conn):
         drop = self.dropped < self.drop
         self.dropped += drop
+        request = read_request(conn)
+        if request is None:  # the client left before its request was whole
+            conn.close()
+            return
         with conn, socket.create_connection(("127.0.0.1", self.upstream_port)) as up:
-            up.sendall(read_request(conn))
+            up.sendall(request)
             up.shutdown(socket.SHUT_WR)  # the client's one request, then payd answers and closes
             answer = b""
             while chunk := up.recv(65536):

@@ -18,6 +18,7 @@ import threading
 import time
 
 from conftest import free_port
+from lossy_proxy import read_request
 from receiver import Receiver
 
 VOCABULARY = {"timeout", "dns_failure", "connection_refused", "address_not_allowed", "tls_error",
@@ -54,28 +55,6 @@ def own_addresses():
     return hosts
 
 
-def read_request(conn):
-    """Reads one HTTP request (headers and a Content-Length body); False if the peer closed."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        body += chunk
-    return True
-
-
 class RawReceiver:
     """A loopback TCP server that answers each connection with `behave(conn, self)` after reading
     the request. Each streamed answer is noted in `streams`: bytes sent, when the stream started
@@ -103,7 +82,7 @@ class RawReceiver:
 
     def handle(self, conn):
         try:
-            if read_request(conn):
+            if read_request(conn) is not None:
                 self.behave(conn, self)
         except OSError:
             pass
