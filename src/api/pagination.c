@@ -7,6 +7,7 @@
 #include "api/common.h"
 #include "api/resource.h"
 #include "core/cursor.h"
+#include "core/decimal.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
 #include "core/timefmt.h"
@@ -57,13 +58,9 @@ static void add(textbuf *t, const char *s)
 
 static void add_uint(textbuf *t, uint64_t v)
 {
-    char digits[24], *p = digits + sizeof digits;
-    *--p = '\0';
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    add(t, p);
+    char digits[DECIMAL_CHARS + 1];
+    *decimal_put(digits, (int64_t)v) = '\0'; /* ids, counts and limits: below 2^63 */
+    add(t, digits);
 }
 
 /* "$n" for the next parameter, whose value is v. */

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/decimal.h"
+
 #define JSONW_MAX_DEPTH 16
 
 /* Inline even where the compiler would rather call: what makes a literal key a few moves. */
@@ -66,10 +68,10 @@ JW_INLINE void jw_member_id(jsonw *w, const char *key, const char *prefix, uint6
 JW_INLINE void jw_member_time(jsonw *w, const char *key, int64_t unix_us);
 JW_INLINE void jw_member_null(jsonw *w, const char *key);
 
-/* ---- What the inline functions are made of (jsonw.c); nothing else calls these. Each put
- * writes at o, which has room for what it says, and returns the end. ---- */
+/* ---- What the inline functions are made of (jsonw.c; an integer is decimal_put's, core/
+ * decimal.h); nothing else calls these. Each put writes at o, which has room for what it says,
+ * and returns the end. ---- */
 
-#define JW_INT_CHARS  20 /* "-9223372036854775808" */
 #define JW_ID_CHARS   25 /* "<prefix>_<13 chars>", quoted (ID_STR_MAX - 1 + 2) */
 #define JW_TIME_CHARS 26 /* "2026-10-12T08:31:07.123Z", quoted */
 
@@ -77,7 +79,6 @@ JW_INLINE void jw_member_null(jsonw *w, const char *key);
 void jwp_grow(jsonw *w, size_t more);
 /* s (n bytes, NUL-terminated) quoted and escaped: room for n * 6 + 2 (every byte as \u00XX). */
 char *jwp_put_string(char *o, const char *s, size_t n);
-char *jwp_put_int(char *o, int64_t v);
 /* "<prefix>_<13 chars>" (prefix: prefix_len bytes), quoted. */
 char *jwp_put_id(char *o, const char *prefix, size_t prefix_len, uint64_t id);
 /* RFC 3339 with milliseconds, quoted. */
@@ -151,7 +152,7 @@ JW_INLINE void jw_member_string(jsonw *w, const char *key, const char *s)
 
 JW_INLINE void jw_member_int(jsonw *w, const char *key, int64_t v)
 {
-    jwp_end(w, jwp_put_int(jwp_member(w, key, strlen(key), JW_INT_CHARS), v));
+    jwp_end(w, decimal_put(jwp_member(w, key, strlen(key), DECIMAL_CHARS), v));
 }
 
 JW_INLINE void jw_member_id(jsonw *w, const char *key, const char *prefix, uint64_t id)

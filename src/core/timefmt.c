@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "core/decimal.h"
+
 #define US_PER_SEC 1000000LL
 #define US_PER_DAY (86400LL * US_PER_SEC)
 
@@ -56,15 +58,9 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* "00" to "99": two digits at once. */
-static const char two_digits[200] = "00010203040506070809101112131415161718192021222324"
-                                    "25262728293031323334353637383940414243444546474849"
-                                    "50515253545556575859606162636465666768697071727374"
-                                    "75767778798081828384858687888990919293949596979899";
-
 static void put_two(char *out, int v)
 {
-    memcpy(out, two_digits + 2 * v, 2);
+    memcpy(out, decimal_pairs + 2 * v, 2);
 }
 
 /* The clamp of format_rfc3339_ms: 0000-01-01 and 10000-01-01, in days since 1970-01-01, as

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/decimal.h"
 #include "core/gcra.h"
 #include "core/holder_count.h"
 #include "core/timefmt.h"
@@ -15,18 +16,7 @@
 /* Decimal digits of v into out (at least 24 bytes). */
 static void format_int(char *out, int64_t v)
 {
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) && n < 22);
-    int o = 0;
-    if (v < 0)
-        out[o++] = '-';
-    while (n)
-        out[o++] = tmp[--n];
-    out[o] = '\0';
+    *decimal_put(out, v) = '\0';
 }
 
 static void client_key(request *req, char *out, size_t cap)
