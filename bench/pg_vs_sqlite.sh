@@ -19,25 +19,18 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/payd-pgbench.XXXXXX")
 chmod 755 "$WORK"
 cp "${PAYD_BIN:-$ROOT/build/payd}" "$WORK/payd"
 PAYD=$WORK/payd
-BIN=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=bench/pg_cluster.sh
+. "$ROOT/bench/pg_cluster.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  as_pg "$BIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+  pg_cluster_stop "$WORK/pg" immediate
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-PGPORT=$(free_port)
-[ "$(id -u)" -eq 0 ] && chown postgres "$WORK"
-as_pg "$BIN/initdb" -D "$WORK/pg" -U postgres --auth=trust -E UTF8 >/dev/null
-# the server's defaults, except where it listens
-as_pg "$BIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w start \
-  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1" >/dev/null
-PGURL="postgres://postgres@127.0.0.1:$PGPORT"
-as_pg "$BIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE payd" postgres
+pg_cluster_start "$WORK/pg" "$WORK"
 
 start() { # db → sets PORT; more ports with start again
   PORT=$(free_port)
@@ -70,14 +63,14 @@ setup_user() { # db
 declare -A R
 for round in $(seq "$ROUNDS"); do
 for backend in sqlite postgres; do
-  if [ $backend = sqlite ]; then DB=$WORK/payd.db; else DB=$PGURL/payd; fi
+  if [ $backend = sqlite ]; then DB=$WORK/payd.db; else DB=$PG_URL; fi
   setup_user "$DB"
   start "$DB"
   R[$backend.pay]+=" $(wrk_run $backend.pay "http://127.0.0.1:$PORT" post_payments.lua)"
   # the payments above updated one account row thousands of times; reading it through its dead
   # versions measures the vacuum backlog, not the read path, so vacuum as autovacuum soon would
   if [ $backend = postgres ]; then
-    as_pg "$BIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "VACUUM ANALYZE" payd
+    pg_psql payd -c "VACUUM ANALYZE"
   fi
   R[$backend.get]+=" $(wrk_run $backend.get "http://127.0.0.1:$PORT" get.lua \
     BENCH_PATH="/v1/accounts/$BENCH_ACCOUNT")"
@@ -88,7 +81,7 @@ done
 done
 
 # two PostgreSQL nodes, each driven by its own wrk with half the connections
-DB=$PGURL/payd
+DB=$PG_URL
 setup_user "$DB"
 start "$DB" 1; P1=$PORT
 start "$DB" 2; P2=$PORT
@@ -99,8 +92,7 @@ BENCH_NONCE=${BENCH_NONCE}b wrk_run two.b "http://127.0.0.1:$P2" post_payments.l
 wait $A
 R[two.pay]=$(( $(cat "$WORK/two.a") + $(cat "$WORK/two.b") ))
 stop_all
-commits=$(as_pg "$BIN/psql" -X -At -h 127.0.0.1 -p "$PGPORT" -U postgres -c \
-  "SELECT xact_commit FROM pg_stat_database WHERE datname = 'payd'" postgres)
+commits=$(pg_psql postgres -At -c "SELECT xact_commit FROM pg_stat_database WHERE datname = 'payd'")
 
 ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
 median() { python3 -c "import statistics,sys; print(int(statistics.median(map(int, sys.argv[1:]))))" $1; }
