@@ -20,15 +20,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_payd import bench_user_and_account, free_port, wait_ready  # noqa: E402
+from local_payd import (bench_user_and_account, cpu_seconds, free_port,  # noqa: E402
+                        wait_ready)
 
 WRK_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
-
-
-def cpu_seconds(pid):
-    """payd's user and system CPU time so far (/proc/PID/stat, fields 14 and 15)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wrk(pid, port, script, env, seconds=4):

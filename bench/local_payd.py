@@ -1,8 +1,9 @@
 """What the load scripts that start their own payd share (standard library only): a free port,
-enough file descriptors for their connections, a bench user with an account, and waiting for
-payd to answer."""
+enough file descriptors for their connections, a bench user with an account, waiting for payd
+to answer, and the CPU time it used."""
 import http.client
 import json
+import os
 import resource
 import socket
 import subprocess
@@ -46,3 +47,10 @@ def wait_ready(port, who, seconds=15):
         except OSError:
             time.sleep(0.05)
     sys.exit(f"{who}: payd did not start")
+
+
+def cpu_seconds(pid):
+    """user + system CPU seconds of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 
-from local_payd import free_port, raise_fd_limit, wait_ready
+from local_payd import cpu_seconds, free_port, raise_fd_limit, wait_ready
 
 HOSTILE_ADDRESS = "127.0.0.2"
 NORMAL_ADDRESS = "127.0.0.1"
@@ -150,13 +150,6 @@ class Hostile:
                 next_trickle += trickle_every
         for s in list(self.open):
             s.close()
-
-
-def cpu_seconds(pid):
-    """user + system CPU seconds of a process so far, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(sorted_values, q):
