@@ -13,6 +13,7 @@
 #include "api/handlers.h"
 #include "api/captures.h"
 #include "api/routes.h"
+#include "core/cpus.h"
 #include "core/currency.h"
 #include "core/ids.h"
 #include "core/jsonw.h"
@@ -298,9 +299,9 @@ static int cmd_serve(int argc, char **argv)
     if (a.cfg.workers == 0)
         a.cfg.workers = 64;
     /* reads run on the HTTP threads; on PostgreSQL each waits a network round trip, so more
-     * threads than cores keep the database busy (measured: list pages 1.6x at 4 per core) */
+     * threads than CPUs keep the database busy (measured: list pages 1.6x at 4 per CPU) */
     if (a.cfg.threads == 0 && store_kind(a.store) == DB_POSTGRES)
-        a.cfg.threads = 4 * sysconf(_SC_NPROCESSORS_ONLN);
+        a.cfg.threads = 4 * cpus_available();
     if (id_generator_init(&a.ids, 0, NULL, NULL) != 0) {
         refuse_start("cannot initialise ids");
         return 1;

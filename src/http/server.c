@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cpus.h"
 #include "core/log.h"
 #include "http/address.h"
 #include "http/tls.h"
@@ -609,7 +610,7 @@ http_server *http_server_start(char *listen_on, size_t listen_cap, const http_li
     s->max_body = limits->max_body;
     s->max_query_args = limits->max_query_args;
     s->guard = conn_guard_start(&limits->guard);
-    int threads = limits->threads > 0 ? limits->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = limits->threads > 0 ? limits->threads : cpus_available();
     /* libmicrohttpd stops accepting at its own limit, which leaves clients in the kernel queue;
      * its limit sits above ours so the connections past ours are accepted and answered 503. */
     int64_t max_connections = limits->guard.max_connections;

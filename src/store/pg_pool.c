@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "core/cpus.h"
 #include "core/jsonw.h"
 #include "core/log.h"
 #include "store/store_internal.h"
@@ -276,14 +276,14 @@ int store_pg_start(store *s, char *err, size_t errlen)
     int budget = s->opt.max_connections > 0 ? s->opt.max_connections : 2 * s->opt.writer_conns;
     if (budget < 2)
         budget = 2;
-    /* a quarter for writers, and no more than one per core and one to wait on its commit: all
+    /* a quarter for writers, and no more than one per CPU and one to wait on its commit: all
      * of a batch's jobs share a writer, and writers the cores cannot run only split batches
      * into more commits (fresh-key payments on 2 cores: 3 writers measured 4-7 % above 5);
      * readers are lent per request and are wanted by many */
     int writers = s->opt.max_connections > 0 ? (budget + 3) / 4 : s->opt.writer_conns;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (s->opt.max_connections > 0 && cores > 0 && writers > cores + 1)
-        writers = (int)cores + 1;
+    int cpus = cpus_available();
+    if (s->opt.max_connections > 0 && writers > cpus + 1)
+        writers = cpus + 1;
     pg_pool_init(&s->writer_pool, "writer", writers);
     pg_pool_init(&s->reader_pool, "reader", budget - writers);
     s->settings = (db_pg_settings){
