@@ -35,7 +35,8 @@ typedef struct payment_view {
     int64_t capturable, captured, released, capture_before, canceled_at;
 } payment_view;
 
-static void member_time_or_null(jsonw *w, const char *key, int64_t at)
+/* Inline as the jw_member_* are (core/jsonw.h), so that its key's length is known at its call. */
+JW_INLINE void member_time_or_null(jsonw *w, const char *key, int64_t at)
 {
     if (at)
         jw_member_time(w, key, at);
