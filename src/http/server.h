@@ -55,7 +55,7 @@ typedef struct http_handlers {
 
 #define HTTP_MAX_TRUSTED_PROXIES 16
 typedef struct http_limits {
-    int threads;              /* event-loop threads; 0: one per online CPU */
+    int threads;              /* event-loop threads; 0: one per CPU this process may run on */
     int64_t idle_timeout_ms;  /* a connection silent this long is closed (at least a second past
                                * the body deadline, so the 408 always comes first) */
     int64_t max_header_bytes; /* the library's per-connection pool is twice this */
