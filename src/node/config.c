@@ -109,7 +109,7 @@ static const config_option options[] = {
      "a 5xx's error)"},
     {"db-max-connections", OPT_INT, FIELD(db_max_connections), "20", 2, 10000,
      "PostgreSQL: most connections this node opens, readers and writers together (a quarter "
-     "write, at most one more than the cores); "
+     "write, at most one more than the CPUs payd may run on); "
      "4 nodes at 20 leave 20 of PostgreSQL's default 100 for administrators"},
     {"db-pool-timeout", OPT_DURATION, FIELD(db_pool_timeout_ms), "10s", 1, DAY_MS,
      "PostgreSQL: longest wait for a free pooled connection, then 503 overloaded"},
