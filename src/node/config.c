@@ -59,8 +59,7 @@ static const config_option options[] = {
      "how often the recoverer and the expired-key sweeper run"},
     {"threads", OPT_INT, FIELD(threads), "0", 0, 256,
      "HTTP threads (epoll thread pool); 0 means one per CPU payd may run on (four per CPU on "
-     "PostgreSQL, "
-     "where reads wait on the network)"},
+     "PostgreSQL, where reads wait on the network)"},
     {"workers", OPT_INT, FIELD(workers), "0", 0, 4096,
      "threads for the steps of requests that may block (a processor call, a read after a "
      "claim, a DNS lookup); 0: 64 (no request holds one while it waits for the database)"},

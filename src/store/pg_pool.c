@@ -277,7 +277,7 @@ int store_pg_start(store *s, char *err, size_t errlen)
     if (budget < 2)
         budget = 2;
     /* a quarter for writers, and no more than one per CPU and one to wait on its commit: all
-     * of a batch's jobs share a writer, and writers the cores cannot run only split batches
+     * of a batch's jobs share a writer, and writers the CPUs cannot run only split batches
      * into more commits (fresh-key payments on 2 cores: 3 writers measured 4-7 % above 5);
      * readers are lent per request and are wanted by many */
     int writers = s->opt.max_connections > 0 ? (budget + 3) / 4 : s->opt.writer_conns;
